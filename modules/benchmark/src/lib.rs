@@ -1,0 +1,50 @@
+//! `benchmark`: the fixed answer used by load tests, inline (`benchmark-inprocess`) or on the
+//! worker pool (`benchmark-inworker`). The body is built once and shared, so answering costs
+//! no allocation.
+
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::{handler_box, parse_config, ConfigError, Handler, HandlerBox, Mode, Module, Outcome};
+use osprey_sdk::{Request, Response};
+
+const BODY: &[u8] = b"<p>Hello, world!</p>";
+
+struct BenchmarkModule;
+
+impl Module for BenchmarkModule {
+    const NAME: &'static str = "benchmark";
+    const HANDLERS: &'static [&'static str] = &["benchmark-inprocess", "benchmark-inworker"];
+
+    fn new(_config: &str) -> Result<Self, ConfigError> {
+        Ok(BenchmarkModule)
+    }
+
+    fn new_handler(&self, type_name: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        let _: osprey_sdk::serde_json::Value = parse_config(route)?;
+        let mode = match type_name {
+            "benchmark-inworker" => Mode::Worker,
+            _ => Mode::Inline,
+        };
+        Ok(handler_box(Benchmark {
+            mode,
+            body: RArc::new(RVec::from(BODY)),
+        }))
+    }
+}
+
+struct Benchmark {
+    mode: Mode,
+    body: RArc<RVec<u8>>,
+}
+
+impl Handler for Benchmark {
+    fn handle(&self, _req: &Request<'_>, resp: &mut Response) -> Outcome {
+        resp.content_type("text/html").body_shared(self.body.clone());
+        Outcome::Done
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+osprey_sdk::export_module!(BenchmarkModule);

@@ -1,0 +1,41 @@
+//! # osprey-sdk
+//!
+//! Everything a module for the [Osprey](https://example.invalid) application server is written
+//! against. A module is a `cdylib` crate that implements [`Module`], builds [`Handler`]s and
+//! [`Filter`]s from route configuration, and exports itself with [`export_module!`]. The
+//! server loads it at start-up with abi_stable's checked loading, so a module built against an
+//! incompatible SDK is refused with a clear message instead of misbehaving.
+//!
+//! See `sdk/README.md` for a five-minute guide.
+
+// abi_stable's sabi_trait expansion trips this lint (fixed upstream after 0.11).
+#![allow(non_local_definitions)]
+
+pub mod config;
+pub mod filter;
+pub mod handler;
+pub mod host;
+pub mod module;
+pub mod params;
+pub mod request;
+pub mod response;
+
+pub use async_ffi::{FfiContext, FfiPoll};
+pub use config::{parse_config, ConfigError};
+pub use filter::{filter_box, FfiFilter, FilterBox, Filter, Step};
+pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
+pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
+pub use request::{Header, Request};
+pub use response::{Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox};
+
+/// Re-exported so modules need no direct dependency on these crates.
+pub use abi_stable;
+pub use serde;
+pub use serde_json;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use abi_stable::library::{
+        CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader as call_root_module_loader,
+    };
+}

@@ -1,0 +1,133 @@
+//! The request as a module sees it: a view that borrows the connection's buffer.
+
+use abi_stable::{
+    std_types::{RSlice, RStr},
+    StableAbi,
+};
+
+use crate::params::{self, Params};
+
+/// One request header, exactly as received (name and value borrowed, not copied).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Header<'a> {
+    pub name: RStr<'a>,
+    pub value: RSlice<'a, u8>,
+}
+
+impl<'a> Header<'a> {
+    /// The value as text, if it is valid UTF-8 (the core has already rejected control bytes).
+    pub fn value_str(&self) -> Option<&'a str> {
+        std::str::from_utf8(self.value.as_slice()).ok()
+    }
+}
+
+/// A parsed HTTP request. Every field borrows from the connection, so building it costs no
+/// allocation; copy what you need to keep past `handle`.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// `GET`, `POST`, ... as sent (methods are case-sensitive).
+    pub method: RStr<'a>,
+    /// The raw path, still percent-encoded, without the query.
+    pub path: RStr<'a>,
+    /// The raw query string without the `?` (empty when there is none).
+    pub query: RStr<'a>,
+    /// The path and query as sent in origin form.
+    pub uri: RStr<'a>,
+    /// The part of `path` that the matching route's prefix did not consume (starts with `/`
+    /// or is empty).
+    pub path_info: RStr<'a>,
+    /// The route prefix that matched (empty for a catch-all route).
+    pub route_prefix: RStr<'a>,
+    /// HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1 (HTTP/2 requests report 1).
+    pub http_minor: u8,
+    /// The request came over HTTP/2.
+    pub http2: bool,
+    /// The host the request is for (Host header or absolute URI), lower-cased, port removed.
+    pub host: RStr<'a>,
+    /// The client's address as `ip:port` (`[v6]:port` for IPv6).
+    pub remote_addr: RStr<'a>,
+    /// The connection is TLS.
+    pub secure: bool,
+    /// Every header, in the order received.
+    pub headers: RSlice<'a, Header<'a>>,
+    /// The whole request body (chunked bodies are already decoded).
+    pub body: RSlice<'a, u8>,
+}
+
+impl<'a> Request<'a> {
+    /// The first header with this name (case-insensitive), as bytes.
+    pub fn header_bytes(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_slice())
+    }
+
+    /// The first header with this name (case-insensitive), as text.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.header_bytes(name)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Every value of a header, in order (for headers that may repeat).
+    pub fn header_all<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'a str> + 's {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.as_str().eq_ignore_ascii_case(name))
+            .filter_map(|h| h.value_str())
+    }
+
+    /// Is this a HEAD request (answer with headers only; the core drops any body).
+    pub fn is_head(&self) -> bool {
+        self.method.as_str() == "HEAD"
+    }
+
+    /// The `ip` part of `remote_addr`.
+    pub fn remote_ip(&self) -> &'a str {
+        let addr = self.remote_addr.as_str();
+        match addr.rfind(':') {
+            Some(i) => addr[..i].trim_start_matches('[').trim_end_matches(']'),
+            None => addr,
+        }
+    }
+
+    /// Query-string parameters, decoded on demand.
+    pub fn query_params(&self) -> Params {
+        Params::parse(self.query.as_str())
+    }
+
+    /// One query parameter, decoded.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        self.query_params().get(name).map(str::to_owned)
+    }
+
+    /// `application/x-www-form-urlencoded` body parameters (empty for other content types).
+    pub fn form_params(&self) -> Params {
+        let is_form = self.header("content-type").is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+        match (is_form, std::str::from_utf8(self.body.as_slice())) {
+            (true, Ok(body)) => Params::parse(body),
+            _ => Params::default(),
+        }
+    }
+
+    /// Cookies from every `Cookie` header, as (name, value) pairs.
+    pub fn cookies(&self) -> Vec<(&'a str, &'a str)> {
+        self.header_all("cookie").flat_map(params::cookies).collect()
+    }
+
+    /// One cookie's value.
+    pub fn cookie(&self, name: &str) -> Option<&'a str> {
+        self.header_all("cookie")
+            .flat_map(params::cookies)
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+}

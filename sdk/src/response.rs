@@ -1,0 +1,256 @@
+//! The response a handler builds. The core serialises it: status line, `Date`, `Server`,
+//! `Content-Length` or chunked framing, and the body by the fastest means it has.
+
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+
+use abi_stable::{
+    sabi_trait,
+    std_types::{RArc, RBox, RCowStr, ROption, RResult, RString, RVec},
+    StableAbi,
+};
+use async_ffi::{FfiContext, FfiPoll};
+
+/// A response header. Static text is borrowed, so fixed headers cost no allocation.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct HeaderPair {
+    pub name: RCowStr<'static>,
+    pub value: RCowStr<'static>,
+}
+
+/// Text for a header name or value: a `&'static str` (no copy) or a `String`.
+pub type HeaderText = RCowStr<'static>;
+
+/// An open file whose descriptor closes when the last reference goes. Modules keep these in
+/// open-file caches; the core sends ranges of them with `sendfile(2)`.
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct OpenFile {
+    fd: i32,
+}
+
+impl OpenFile {
+    /// Take ownership of an open file.
+    pub fn new(file: std::fs::File) -> Self {
+        OpenFile {
+            fd: file.into_raw_fd(),
+        }
+    }
+}
+
+impl AsRawFd for OpenFile {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        // SAFETY: `fd` came from `into_raw_fd` and is owned by this value alone.
+        drop(unsafe { std::fs::File::from_raw_fd(self.fd) });
+    }
+}
+
+/// A byte range of an open file.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct FileRange {
+    pub file: RArc<OpenFile>,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A body produced piece by piece (length unknown in advance). The core polls it on the
+/// connection's thread and sends chunked encoding (or closes after it, for HTTP/1.0).
+#[sabi_trait]
+pub trait BodyStream: Send {
+    /// The next chunk; `ROption::RNone` at the end; an error aborts the response (the core
+    /// closes the connection, as headers are already sent).
+    fn poll_chunk(&mut self, cx: &mut FfiContext<'_>)
+        -> FfiPoll<ROption<RResult<RVec<u8>, RString>>>;
+}
+
+/// A boxed [`BodyStream`] as the response carries it.
+pub type StreamBox = BodyStream_TO<'static, RBox<()>>;
+
+/// What the response carries after its headers.
+#[repr(C, u8)]
+#[derive(StableAbi)]
+pub enum Body {
+    /// No body (`Content-Length: 0`, or none at all for 204/304).
+    Empty,
+    /// Bytes owned by this response.
+    Bytes(RVec<u8>),
+    /// Bytes shared with a cache: served any number of times without a copy.
+    Shared(RArc<RVec<u8>>),
+    /// A range of an open file, sent with `sendfile(2)` on plain TCP.
+    File(FileRange),
+    /// A body of unknown length.
+    Stream(StreamBox),
+}
+
+impl Body {
+    /// The length when known in advance.
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Body::Empty => Some(0),
+            Body::Bytes(b) => Some(b.len() as u64),
+            Body::Shared(b) => Some(b.len() as u64),
+            Body::File(f) => Some(f.len),
+            Body::Stream(_) => None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
+    /// The body's bytes when they are in memory.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Body::Empty => Some(&[]),
+            Body::Bytes(b) => Some(b.as_slice()),
+            Body::Shared(b) => Some(b.as_slice()),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Body::Empty => write!(f, "Empty"),
+            Body::Bytes(b) => write!(f, "Bytes({})", b.len()),
+            Body::Shared(b) => write!(f, "Shared({})", b.len()),
+            Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
+            Body::Stream(_) => write!(f, "Stream"),
+        }
+    }
+}
+
+/// A response under construction. It starts as `200 OK`, no headers, empty body.
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: RVec<HeaderPair>,
+    pub body: Body,
+}
+
+impl Default for Response {
+    fn default() -> Self {
+        Response {
+            status: 200,
+            headers: RVec::new(),
+            body: Body::Empty,
+        }
+    }
+}
+
+impl Response {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forget everything, keeping allocated capacity (the core reuses responses).
+    pub fn clear(&mut self) {
+        self.status = 200;
+        self.headers.clear();
+        self.body = Body::Empty;
+    }
+
+    /// Set the status code.
+    pub fn status(&mut self, status: u16) -> &mut Self {
+        self.status = status;
+        self
+    }
+
+    /// Add a header (repeated names are kept, e.g. several `Set-Cookie`).
+    pub fn header(
+        &mut self,
+        name: impl Into<HeaderText>,
+        value: impl Into<HeaderText>,
+    ) -> &mut Self {
+        self.headers.push(HeaderPair {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Replace every header of this name with one value.
+    pub fn set_header(
+        &mut self,
+        name: impl Into<HeaderText>,
+        value: impl Into<HeaderText>,
+    ) -> &mut Self {
+        let name = name.into();
+        self.remove_header(&name);
+        self.header(name, value)
+    }
+
+    /// Remove every header of this name.
+    pub fn remove_header(&mut self, name: &str) -> &mut Self {
+        self.headers
+            .retain(|h| !h.name.as_str().eq_ignore_ascii_case(name));
+        self
+    }
+
+    /// The first value of a header (case-insensitive).
+    pub fn get_header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str())
+    }
+
+    /// Set `Content-Type`.
+    pub fn content_type(&mut self, value: impl Into<HeaderText>) -> &mut Self {
+        self.set_header("Content-Type", value)
+    }
+
+    /// An owned body.
+    pub fn body(&mut self, bytes: impl Into<Vec<u8>>) -> &mut Self {
+        self.body = Body::Bytes(RVec::from(bytes.into()));
+        self
+    }
+
+    /// A body shared with a cache.
+    pub fn body_shared(&mut self, bytes: RArc<RVec<u8>>) -> &mut Self {
+        self.body = Body::Shared(bytes);
+        self
+    }
+
+    /// A file range, sent with `sendfile(2)` where the transport allows.
+    pub fn body_file(&mut self, file: RArc<OpenFile>, offset: u64, len: u64) -> &mut Self {
+        self.body = Body::File(FileRange { file, offset, len });
+        self
+    }
+
+    /// A streamed body of unknown length.
+    pub fn body_stream(&mut self, stream: impl BodyStream + 'static) -> &mut Self {
+        self.body = Body::Stream(BodyStream_TO::from_value(
+            stream,
+            abi_stable::sabi_trait::TD_Opaque,
+        ));
+        self
+    }
+
+    /// A complete HTML response (`text/html; charset=utf-8`).
+    pub fn html(&mut self, html: impl Into<Vec<u8>>) -> &mut Self {
+        self.content_type("text/html; charset=utf-8").body(html)
+    }
+
+    /// A complete plain-text response.
+    pub fn text(&mut self, text: impl Into<Vec<u8>>) -> &mut Self {
+        self.content_type("text/plain; charset=utf-8").body(text)
+    }
+
+    /// A redirect with a small HTML body.
+    pub fn redirect(&mut self, status: u16, location: &str) -> &mut Self {
+        let escaped = crate::params::html_escape(location);
+        self.status(status)
+            .set_header("Location", location.to_owned())
+            .html(format!("<a href=\"{escaped}\">{escaped}</a>\n"))
+    }
+}

@@ -1,0 +1,180 @@
+//! The configuration file's shape. Every struct rejects unknown keys; a route's and a filter's
+//! own keys are checked by the module that reads them.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// The file as written (NXWEB's keys plus Osprey's `workers`, `limits`, `timeouts`, ...).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig<'a> {
+    #[serde(default)]
+    pub load: Vec<LoadEntry>,
+    #[serde(default)]
+    pub listen: Vec<ListenConfig>,
+    #[serde(default, borrow)]
+    pub backends: Option<&'a RawValue>,
+    #[serde(default)]
+    pub logging: LoggingConfig,
+    #[serde(default, borrow)]
+    pub modules: BTreeMap<String, &'a RawValue>,
+    #[serde(default, borrow)]
+    pub routing: Vec<&'a RawValue>,
+    /// Network threads; default: one per core.
+    pub workers: Option<usize>,
+    /// Pin network thread i to core i.
+    #[serde(default)]
+    pub cpu_affinity: bool,
+    #[serde(default)]
+    pub worker_pool: PoolConfig,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct LoadEntry {
+    /// Path of a module library, or a bare module name found next to the binary.
+    pub so: String,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// `":8055"`, `"127.0.0.1:8055"`, `"[::1]:8055"`.
+    pub interface: String,
+    #[serde(default = "default_backlog")]
+    pub backlog: i32,
+    #[serde(default)]
+    pub secure: bool,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+fn default_backlog() -> i32 {
+    4096
+}
+
+#[derive(Deserialize, Clone, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingConfig {
+    /// `error`, `warn`, `info` or `debug`.
+    pub log_level: Option<String>,
+    /// Error log file (default: standard error).
+    pub error_log: Option<String>,
+    /// Access log file (default: off).
+    pub access_log: Option<String>,
+}
+
+/// The blocking pool for `worker` handlers and heavy filter steps.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// Threads of the blocking pool.
+    pub threads: usize,
+    /// Jobs waiting or running at once before new ones are answered 503.
+    pub queue: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            threads: 8,
+            queue: 1024,
+        }
+    }
+}
+
+/// Size and count limits (nginx-like defaults).
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Request line and headers together; past it, 431 (414 when the request line alone is).
+    pub max_header_bytes: usize,
+    /// The request line; past it, 414.
+    pub max_request_line: usize,
+    /// Number of request headers; past it, 431.
+    pub max_headers: usize,
+    /// Request body; past it, 413 (a route may lower or raise it with `max_body_size`).
+    pub max_body_bytes: u64,
+    /// Requests served on one connection before it is closed.
+    pub max_requests_per_connection: u64,
+    /// Open connections per network thread; past it, new ones wait in the backlog.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 16 * 1024,
+            max_request_line: 8 * 1024,
+            max_headers: 100,
+            max_body_bytes: 1024 * 1024,
+            max_requests_per_connection: 10_000,
+            max_connections: 16_384,
+        }
+    }
+}
+
+/// Timeouts in seconds (fractions allowed).
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// From a request's first byte to the end of its headers (slowloris).
+    pub header: f64,
+    /// Between two reads of a request body.
+    pub body: f64,
+    /// Between two writes that make progress (slow readers).
+    pub write: f64,
+    /// An idle keep-alive connection.
+    pub keepalive: f64,
+    /// How long SIGTERM waits for in-flight requests.
+    pub shutdown: f64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: 30.0,
+            body: 60.0,
+            write: 60.0,
+            keepalive: 65.0,
+            shutdown: 10.0,
+        }
+    }
+}
+
+/// The keys of a route that the core reads; the rest belong to its handler.
+#[derive(Deserialize, Clone, Debug)]
+pub struct RouteCore {
+    pub prefix: Option<String>,
+    pub vhost: Option<String>,
+    pub handler: String,
+    #[serde(default)]
+    pub secure_only: bool,
+    #[serde(default)]
+    pub insecure_only: bool,
+    pub methods: Option<Vec<String>>,
+    /// Lower runs first; routes of equal priority keep their order in the file.
+    #[serde(default)]
+    pub priority: i32,
+    pub max_body_size: Option<u64>,
+}
+
+/// The keys of a filter entry that the core reads.
+#[derive(Deserialize, Clone, Debug)]
+pub struct FilterCore {
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// Just the `filters` list of a route, borrowed.
+#[derive(Deserialize)]
+pub struct RouteFilters<'a> {
+    #[serde(default, borrow)]
+    pub filters: Vec<&'a RawValue>,
+}

@@ -1,0 +1,285 @@
+//! Running one request through the routes: filters before, the handler (inline, on the worker
+//! pool, or asynchronously), filters after; fall-through on decline; 404 / 405 at the end.
+
+use std::sync::Arc;
+
+use arrayvec::ArrayVec;
+use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RString};
+use osprey_sdk::{Header, Mode, Outcome, Reply, Request, Response, Step};
+
+use crate::http::parse::{Head, Span, MAX_HEADERS};
+use crate::http::status;
+use crate::server::Shared;
+
+/// Where a request's body is.
+#[derive(Debug)]
+pub enum BodyLoc {
+    /// Contiguous in the read buffer (Content-Length bodies).
+    InBuf(Span),
+    /// Decoded from chunks.
+    Owned(Vec<u8>),
+}
+
+/// Facts about the connection a request came on.
+#[derive(Debug)]
+pub struct Peer {
+    /// `ip:port` of the client.
+    pub remote: String,
+    pub secure: bool,
+    pub http2: bool,
+}
+
+/// One request in flight and its response. It owns its bytes, so it can move to a worker
+/// thread and back.
+pub struct Exchange {
+    pub buf: Vec<u8>,
+    pub head: Head,
+    pub body: BodyLoc,
+    pub resp: Response,
+}
+
+impl Exchange {
+    /// Build the borrowed request view and run `f` on it.
+    pub fn with_request<R>(
+        &mut self,
+        peer: &Peer,
+        prefix: &str,
+        info_start: usize,
+        f: impl FnOnce(&Request<'_>, &mut Response) -> R,
+    ) -> R {
+        let buf = &self.buf[..];
+        let head = &self.head;
+        let headers: ArrayVec<Header<'_>, MAX_HEADERS> = head
+            .headers
+            .iter()
+            .map(|(n, v)| Header {
+                name: RStr::from_str(n.str(buf)),
+                value: RSlice::from_slice(v.get(buf)),
+            })
+            .collect();
+        let body: &[u8] = match &self.body {
+            BodyLoc::InBuf(span) => span.get(buf),
+            BodyLoc::Owned(v) => v,
+        };
+        let path = head.path(buf);
+        let req = Request {
+            method: RStr::from_str(head.method(buf)),
+            path: RStr::from_str(path),
+            query: RStr::from_str(head.query.str(buf)),
+            uri: RStr::from_str(if head.uri.is_empty() { "/" } else { head.uri.str(buf) }),
+            path_info: RStr::from_str(&path[info_start.min(path.len())..]),
+            route_prefix: RStr::from_str(prefix),
+            http_minor: head.minor,
+            http2: peer.http2,
+            host: RStr::from_str(head.host(buf)),
+            remote_addr: RStr::from_str(&peer.remote),
+            secure: peer.secure,
+            headers: RSlice::from_slice(&headers),
+            body: RSlice::from_slice(body),
+        };
+        f(&req, &mut self.resp)
+    }
+
+    fn method(&self) -> &str {
+        self.head.method(&self.buf)
+    }
+}
+
+/// Fill `resp` with the core's error page.
+pub fn error_response(resp: &mut Response, status: u16, detail: &str) {
+    resp.clear();
+    resp.status(status)
+        .content_type("text/html; charset=utf-8")
+        .body(status::error_page(status, detail));
+}
+
+/// A handler result that can come back from a worker thread.
+enum Answer {
+    Done,
+    Next,
+    Error(u16),
+}
+
+/// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
+/// exchange was lost to a failed worker job (the connection must close).
+pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) -> Option<Exchange> {
+    let mut allowed: Vec<String> = Vec::new();
+    let candidates: ArrayVec<(usize, usize), 32> = {
+        let buf = &ex.buf;
+        let path = ex.head.path(buf);
+        shared
+            .router
+            .candidates(path, ex.head.host(buf), peer.secure)
+            .take(32)
+            .map(|(i, _, info)| (i, path.len() - info.len()))
+            .collect()
+    };
+    for (index, info_start) in candidates {
+        let route = shared.router.route(index);
+        if !route.allows(ex.method()) {
+            allowed.extend(route.methods().iter().cloned());
+            continue;
+        }
+        let key = if route.filters.is_empty() {
+            String::new()
+        } else {
+            cache_key(shared, peer, &mut ex, index, info_start)
+        };
+        // Filters before the handler; one may answer (a cache hit).
+        let mut answered_by = None;
+        for (i, filter) in route.filters.iter().enumerate() {
+            let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+                filter.before(req, RStr::from_str(&key), resp)
+            });
+            if step == Step::Respond {
+                answered_by = Some(i);
+                break;
+            }
+        }
+        let after_from = match answered_by {
+            Some(i) => i,
+            None => {
+                let answer;
+                (ex, answer) = run_handler(shared, peer, ex, index, info_start).await?;
+                match answer {
+                    Answer::Done => route.filters.len(),
+                    Answer::Next => {
+                        ex.resp.clear();
+                        continue;
+                    }
+                    Answer::Error(status) => {
+                        error_response(&mut ex.resp, status, "");
+                        return Some(ex);
+                    }
+                }
+            }
+        };
+        for i in (0..after_from).rev() {
+            ex = run_after(shared, peer, ex, index, info_start, i, &key).await?;
+        }
+        return Some(ex);
+    }
+    if allowed.is_empty() {
+        error_response(&mut ex.resp, 404, "");
+    } else {
+        allowed.sort();
+        allowed.dedup();
+        error_response(&mut ex.resp, 405, "");
+        ex.resp.header("Allow", allowed.join(", "));
+    }
+    Some(ex)
+}
+
+/// `host|scheme|uri`, then each filter's variant.
+fn cache_key(shared: &Shared, peer: &Peer, ex: &mut Exchange, index: usize, info_start: usize) -> String {
+    let route = shared.router.route(index);
+    let buf = &ex.buf;
+    let mut key = RString::from(format!(
+        "{}|{}|{}",
+        ex.head.host(buf),
+        if peer.secure { "https" } else { "http" },
+        ex.head.uri.str(buf)
+    ));
+    for filter in &route.filters {
+        ex.with_request(peer, route.prefix(), info_start, |req, _| filter.cache_key(req, &mut key));
+    }
+    key.into_string()
+}
+
+async fn run_handler(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
+    info_start: usize,
+) -> Option<(Exchange, Answer)> {
+    let route = shared.router.route(index);
+    if route.mode == Mode::Worker {
+        let (shared2, peer2) = (shared.clone(), peer.clone());
+        let head = ex.head.clone();
+        let job = move || {
+            let route = shared2.router.route(index);
+            let outcome = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+                route.handler.handle(req, resp)
+            });
+            let answer = match outcome {
+                Outcome::Done => Answer::Done,
+                Outcome::Next => Answer::Next,
+                Outcome::Error(s) => Answer::Error(s),
+                Outcome::Later(_) => {
+                    tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
+                    Answer::Error(500)
+                }
+            };
+            (ex, answer)
+        };
+        return match shared.pool.run(job).await {
+            Ok(result) => Some(result),
+            Err(crate::worker::PoolError::Busy) => Some((lost(head, 503), Answer::Error(503))),
+            Err(crate::worker::PoolError::Failed) => None,
+        };
+    }
+    let outcome = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+        route.handler.handle(req, resp)
+    });
+    let answer = match outcome {
+        Outcome::Done => Answer::Done,
+        Outcome::Next => Answer::Next,
+        Outcome::Error(s) => Answer::Error(s),
+        Outcome::Later(future) => match future.await {
+            Reply::Done(resp) => {
+                ex.resp = resp;
+                Answer::Done
+            }
+            Reply::Error(s) => Answer::Error(s),
+        },
+    };
+    Some((ex, answer))
+}
+
+/// An exchange whose buffer went to a busy pool: only the head survives, for framing.
+fn lost(head: Head, status: u16) -> Exchange {
+    let mut resp = Response::default();
+    error_response(&mut resp, status, "the server is busy");
+    Exchange {
+        buf: Vec::new(),
+        head,
+        body: BodyLoc::Owned(Vec::new()),
+        resp,
+    }
+}
+
+async fn run_after(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
+    info_start: usize,
+    filter: usize,
+    key: &str,
+) -> Option<Exchange> {
+    let route = shared.router.route(index);
+    let f = &route.filters[filter];
+    let mode = ex.with_request(peer, route.prefix(), info_start, |req, resp| f.after_mode(req, resp));
+    if mode == Mode::Inline {
+        ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+            f.after(req, RStr::from_str(key), resp)
+        });
+        return Some(ex);
+    }
+    let (shared2, peer2, key) = (shared.clone(), peer.clone(), key.to_owned());
+    let head = ex.head.clone();
+    let job = move || {
+        let route = shared2.router.route(index);
+        let f = &route.filters[filter];
+        ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+            f.after(req, RStr::from_str(&key), resp)
+        });
+        ex
+    };
+    match shared.pool.run(job).await {
+        Ok(ex) => Some(ex),
+        Err(crate::worker::PoolError::Busy) => Some(lost(head, 503)),
+        Err(crate::worker::PoolError::Failed) => None,
+    }
+}

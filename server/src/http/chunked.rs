@@ -1,0 +1,209 @@
+//! Incremental decoder of chunked request bodies (RFC 9112 7.1). Strict: CRLF line endings,
+//! hex sizes of at most 16 digits, bounded extensions and trailers.
+
+use super::{bad, HttpError};
+
+const MAX_LINE: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Size,
+    Ext,
+    SizeLf,
+    Data,
+    DataCr,
+    DataLf,
+    TrailerStart,
+    Trailer,
+    TrailerLf,
+    EndLf,
+    Done,
+}
+
+#[derive(Debug)]
+pub struct Decoder {
+    state: State,
+    size: u64,
+    digits: usize,
+    line: usize,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder {
+            state: State::Size,
+            size: 0,
+            digits: 0,
+            line: 0,
+        }
+    }
+}
+
+impl Decoder {
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decode from `input`, appending data to `out`. Returns the bytes consumed; stops at the
+    /// end of the body (bytes after it belong to the next request). `max` bounds `out`.
+    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>, max: u64) -> Result<usize, HttpError> {
+        let mut i = 0;
+        while i < input.len() && self.state != State::Done {
+            let b = input[i];
+            match self.state {
+                State::Size => match b {
+                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                        self.digits += 1;
+                        if self.digits > 16 {
+                            return Err(bad("chunk size too long"));
+                        }
+                        let d = (b as char).to_digit(16).unwrap_or(0) as u64;
+                        self.size = (self.size << 4) | d;
+                    }
+                    b';' | b' ' | b'\t' if self.digits > 0 => {
+                        self.state = State::Ext;
+                        self.line = 0;
+                    }
+                    b'\r' if self.digits > 0 => self.state = State::SizeLf,
+                    _ => return Err(bad("bad chunk size")),
+                },
+                State::Ext => {
+                    self.line += 1;
+                    if self.line > MAX_LINE {
+                        return Err(bad("chunk extension too long"));
+                    }
+                    match b {
+                        b'\r' => self.state = State::SizeLf,
+                        b'\n' | 0 => return Err(bad("bad chunk extension")),
+                        _ => {}
+                    }
+                }
+                State::SizeLf => {
+                    if b != b'\n' {
+                        return Err(bad("bad chunk size line ending"));
+                    }
+                    if out.len() as u64 + self.size > max {
+                        return Err(HttpError::new(413, "request body too large"));
+                    }
+                    self.digits = 0;
+                    self.state = if self.size == 0 {
+                        State::TrailerStart
+                    } else {
+                        State::Data
+                    };
+                }
+                State::Data => {
+                    let take = (self.size as usize).min(input.len() - i);
+                    out.extend_from_slice(&input[i..i + take]);
+                    self.size -= take as u64;
+                    i += take;
+                    if self.size == 0 {
+                        self.state = State::DataCr;
+                    }
+                    continue;
+                }
+                State::DataCr => {
+                    if b != b'\r' {
+                        return Err(bad("chunk data longer than its size"));
+                    }
+                    self.state = State::DataLf;
+                }
+                State::DataLf => {
+                    if b != b'\n' {
+                        return Err(bad("bad chunk line ending"));
+                    }
+                    self.state = State::Size;
+                }
+                State::TrailerStart => match b {
+                    b'\r' => self.state = State::EndLf,
+                    _ => {
+                        self.line = 1;
+                        self.state = State::Trailer;
+                    }
+                },
+                State::Trailer => {
+                    self.line += 1;
+                    if self.line > MAX_LINE {
+                        return Err(bad("trailer too long"));
+                    }
+                    match b {
+                        b'\r' => self.state = State::TrailerLf,
+                        b'\n' | 0 => return Err(bad("bad trailer")),
+                        _ => {}
+                    }
+                }
+                State::TrailerLf => {
+                    if b != b'\n' {
+                        return Err(bad("bad trailer line ending"));
+                    }
+                    self.state = State::TrailerStart;
+                }
+                State::EndLf => {
+                    if b != b'\n' {
+                        return Err(bad("bad end of chunked body"));
+                    }
+                    self.state = State::Done;
+                }
+                State::Done => unreachable!(),
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<(Vec<u8>, usize), HttpError> {
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        let n = d.decode(input, &mut out, 1 << 20)?;
+        assert!(d.is_done(), "not done");
+        Ok((out, n))
+    }
+
+    #[test]
+    fn decodes_chunks_extensions_and_trailers() {
+        let raw = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        let (body, n) = decode_all(raw).unwrap();
+        assert_eq!(body, b"hello world");
+        assert_eq!(&raw[n..], b"NEXT");
+    }
+
+    #[test]
+    fn decodes_byte_by_byte() {
+        let raw = b"a\r\n0123456789\r\n0\r\n\r\n";
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        for b in raw.iter() {
+            assert_eq!(d.decode(std::slice::from_ref(b), &mut out, 100).unwrap(), 1);
+        }
+        assert!(d.is_done());
+        assert_eq!(out, b"0123456789");
+    }
+
+    #[test]
+    fn rejects_malformed_input() {
+        for raw in [
+            &b"x\r\n"[..],
+            b"5\nhello\r\n0\r\n\r\n",
+            b"5\r\nhelloX\r\n",
+            b"fffffffffffffffff\r\n",
+            b"-1\r\n",
+            b"\r\n",
+            b"5\r\nhello\r\n0\r\n\n",
+        ] {
+            let mut out = Vec::new();
+            assert!(Decoder::default().decode(raw, &mut out, 1 << 20).is_err(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn enforces_the_body_limit() {
+        let mut out = Vec::new();
+        let e = Decoder::default().decode(b"10\r\n", &mut out, 8).unwrap_err();
+        assert_eq!(e.status, 413);
+    }
+}

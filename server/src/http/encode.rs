@@ -1,0 +1,149 @@
+//! Serialising a response head: status line, the core's headers, the handler's headers.
+
+use osprey_sdk::HeaderPair;
+
+use super::{date, status};
+
+/// How the body is delimited on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length: n` (also sent for HEAD, with no body following).
+    Length(u64),
+    /// `Transfer-Encoding: chunked` (HTTP/1.1 only).
+    Chunked,
+    /// The body ends when the connection closes (HTTP/1.0 streams).
+    Close,
+    /// No body and no length header (1xx, 204, 304).
+    None,
+}
+
+/// Headers the core writes itself; a handler's copies are dropped.
+fn core_managed(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "connection", "date", "keep-alive"]
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// A header the handler set that would break the response framing.
+pub fn invalid_header(h: &HeaderPair) -> bool {
+    let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
+    h.name.is_empty()
+        || h.name.bytes().any(|b| !is_token(b))
+        || bad(&h.value)
+}
+
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Append the head for `status` with `headers` to `out`.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    minor: u8,
+    status: u16,
+    headers: &[HeaderPair],
+    framing: Framing,
+    keep_alive: bool,
+) {
+    out.extend_from_slice(if minor == 0 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(num.format(status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status::reason(status).as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    date::with_date(|d| out.extend_from_slice(d));
+    let mut has_server = false;
+    for h in headers {
+        if core_managed(&h.name) {
+            continue;
+        }
+        has_server |= h.name.eq_ignore_ascii_case("server");
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value.as_bytes());
+    }
+    if !has_server {
+        out.extend_from_slice(b"\r\nServer: osprey");
+    }
+    match framing {
+        Framing::Length(n) => {
+            out.extend_from_slice(b"\r\nContent-Length: ");
+            out.extend_from_slice(num.format(n).as_bytes());
+        }
+        Framing::Chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
+        Framing::Close | Framing::None => {}
+    }
+    match (keep_alive, minor) {
+        (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
+        (true, 0) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
+        (true, _) => {}
+    }
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// Append one chunk of a chunked body.
+pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The last chunk.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(n: &'static str, v: &'static str) -> HeaderPair {
+        HeaderPair {
+            name: n.into(),
+            value: v.into(),
+        }
+    }
+
+    #[test]
+    fn writes_status_headers_and_length() {
+        let mut out = Vec::new();
+        let headers = [pair("Content-Type", "text/plain"), pair("Content-Length", "999")];
+        write_head(&mut out, 1, 200, &headers, Framing::Length(5), true);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{text}");
+        assert!(text.contains("\r\nContent-Type: text/plain\r\n"));
+        assert!(text.contains("\r\nServer: osprey\r\n"));
+        assert!(text.contains("\r\nContent-Length: 5\r\n"));
+        assert!(!text.contains("999"));
+        assert!(text.ends_with("\r\n\r\n"));
+        assert!(!text.contains("Connection"));
+    }
+
+    #[test]
+    fn http10_keep_alive_and_close() {
+        let mut out = Vec::new();
+        write_head(&mut out, 0, 404, &[], Framing::Close, false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.0 404 Not Found\r\n"));
+        assert!(text.contains("Connection: close"));
+        let mut out = Vec::new();
+        write_head(&mut out, 0, 200, &[], Framing::Length(0), true);
+        assert!(String::from_utf8(out).unwrap().contains("Connection: keep-alive"));
+    }
+
+    #[test]
+    fn rejects_injected_headers() {
+        assert!(invalid_header(&pair("X", "a\r\nSet-Cookie: x")));
+        assert!(invalid_header(&pair("Bad Name", "v")));
+        assert!(!invalid_header(&pair("X-Ok", "fine value")));
+    }
+
+    #[test]
+    fn chunks() {
+        let mut out = Vec::new();
+        write_chunk(&mut out, b"hello world, this is 27 byt");
+        assert_eq!(&out[..4], b"1b\r\n");
+    }
+}

@@ -1,0 +1,477 @@
+//! Request head parsing (httparse) with the strict checks of RFC 9112 that close request
+//! smuggling: one framing per request, exact `chunked`, one Host, clean bytes.
+//!
+//! The result holds offsets into the read buffer, not borrows, so the buffer can move (to a
+//! worker thread, or back to the pool) and the view be rebuilt from it.
+
+use arrayvec::ArrayVec;
+
+use super::{bad, HttpError};
+use crate::config::Limits;
+
+/// Most headers a request may carry, whatever the configuration says.
+pub const MAX_HEADERS: usize = 128;
+
+/// A byte range `start..end` of the read buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    fn of(buf: &[u8], part: &[u8]) -> Span {
+        let start = part.as_ptr() as usize - buf.as_ptr() as usize;
+        Span {
+            start: start as u32,
+            end: (start + part.len()) as u32,
+        }
+    }
+
+    pub fn get<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        &buf[self.start as usize..self.end as usize]
+    }
+
+    /// The text of this span; the parser only makes spans of ASCII text.
+    pub fn str<'b>(&self, buf: &'b [u8]) -> &'b str {
+        std::str::from_utf8(self.get(buf)).unwrap_or("")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn sub(&self, from: usize, to: usize) -> Span {
+        Span {
+            start: self.start + from as u32,
+            end: self.start + to as u32,
+        }
+    }
+}
+
+/// How the request body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// A parsed request head.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// Bytes of the head, including the blank line.
+    pub len: usize,
+    pub method: Span,
+    /// Path and query in origin form (for absolute-form targets, what follows the authority).
+    pub uri: Span,
+    pub path: Span,
+    pub query: Span,
+    pub minor: u8,
+    pub headers: ArrayVec<(Span, Span), MAX_HEADERS>,
+    /// Host from the absolute URI or the Host header, port removed.
+    pub host: Span,
+    /// The host lower-cased, when it was not already.
+    pub host_lower: Option<String>,
+    pub body: BodyFraming,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+}
+
+impl Head {
+    pub fn method<'b>(&self, buf: &'b [u8]) -> &'b str {
+        self.method.str(buf)
+    }
+
+    pub fn host<'b>(&'b self, buf: &'b [u8]) -> &'b str {
+        self.host_lower
+            .as_deref()
+            .unwrap_or_else(|| self.host.str(buf))
+    }
+
+    /// The path, `/` for an absolute-form target with an empty path.
+    pub fn path<'b>(&self, buf: &'b [u8]) -> &'b str {
+        if self.path.is_empty() {
+            "/"
+        } else {
+            self.path.str(buf)
+        }
+    }
+}
+
+/// Parse a request head from the start of `buf`. `Ok(None)`: not complete yet.
+pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
+    // RFC 9112 2.2: ignore empty lines before the request line.
+    let skip = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let max_headers = limits.max_headers.min(MAX_HEADERS);
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut raw[..max_headers]);
+    let data = &buf[skip..];
+    let len = match req.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            check_partial_size(data, limits)?;
+            return Ok(None);
+        }
+        Err(e) => return Err(map_parse_error(e)),
+    };
+    if len > limits.max_header_bytes {
+        return Err(too_large(data, limits));
+    }
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("");
+    let minor = req.version.unwrap_or(1);
+    if target.len() > limits.max_request_line {
+        return Err(HttpError::new(414, "request target too long"));
+    }
+    let mut head = Head {
+        len: skip + len,
+        method: Span::of(buf, method.as_bytes()),
+        uri: Span::default(),
+        path: Span::default(),
+        query: Span::default(),
+        minor,
+        headers: ArrayVec::new(),
+        host: Span::default(),
+        host_lower: None,
+        body: BodyFraming::None,
+        keep_alive: minor == 1,
+        expect_continue: false,
+    };
+    let target_span = Span::of(buf, target.as_bytes());
+    let (uri, uri_host) = split_target(method, target, target_span)?;
+    head.uri = uri;
+    let uri_text = uri.str(buf);
+    match uri_text.find('?') {
+        Some(q) => {
+            head.path = uri.sub(0, q);
+            head.query = uri.sub(q + 1, uri_text.len());
+        }
+        None => head.path = uri,
+    }
+
+    let mut host_header: Option<Span> = None;
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    for h in req.headers.iter() {
+        let name = Span::of(buf, h.name.as_bytes());
+        let value = trim(buf, Span::of(buf, h.value));
+        head.headers.push((name, value));
+        let v = value.get(buf);
+        match h.name.len() {
+            4 if h.name.eq_ignore_ascii_case("host") => {
+                if host_header.is_some() {
+                    return Err(bad("more than one Host header"));
+                }
+                host_header = Some(value);
+            }
+            14 if h.name.eq_ignore_ascii_case("content-length") => {
+                let n = parse_length(v)?;
+                if content_length.is_some_and(|old| old != n) {
+                    return Err(bad("conflicting Content-Length headers"));
+                }
+                content_length = Some(n);
+            }
+            17 if h.name.eq_ignore_ascii_case("transfer-encoding") => {
+                if chunked || !v.eq_ignore_ascii_case(b"chunked") {
+                    return Err(bad("unsupported Transfer-Encoding (only a single `chunked`)"));
+                }
+                chunked = true;
+            }
+            10 if h.name.eq_ignore_ascii_case("connection") => {
+                for token in v.split(|&b| b == b',') {
+                    let token = token.trim_ascii();
+                    if token.eq_ignore_ascii_case(b"close") {
+                        head.keep_alive = false;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") && minor == 0 {
+                        head.keep_alive = true;
+                    }
+                }
+            }
+            6 if h.name.eq_ignore_ascii_case("expect") => {
+                if v.eq_ignore_ascii_case(b"100-continue") {
+                    head.expect_continue = minor == 1;
+                } else {
+                    return Err(HttpError::new(417, "unsupported expectation"));
+                }
+            }
+            _ => {}
+        }
+    }
+    // A `Connection: close` from an earlier token must win over a later keep-alive.
+    if head
+        .headers
+        .iter()
+        .any(|(n, v)| n.get(buf).eq_ignore_ascii_case(b"connection") && has_close(v.get(buf)))
+    {
+        head.keep_alive = false;
+    }
+
+    head.body = match (chunked, content_length) {
+        (true, Some(_)) => return Err(bad("both Content-Length and Transfer-Encoding")),
+        (true, None) if minor == 0 => return Err(bad("Transfer-Encoding in an HTTP/1.0 request")),
+        (true, None) => BodyFraming::Chunked,
+        (false, Some(0)) | (false, None) => BodyFraming::None,
+        (false, Some(n)) => BodyFraming::Length(n),
+    };
+
+    let host = match (uri_host, host_header) {
+        (Some(h), _) => h,
+        (None, Some(h)) => h,
+        (None, None) if minor == 1 => return Err(bad("missing Host header")),
+        (None, None) => Span::default(),
+    };
+    set_host(&mut head, buf, host)?;
+    Ok(Some(head))
+}
+
+fn has_close(v: &[u8]) -> bool {
+    v.split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+}
+
+/// Origin form, absolute form (`http://host/path`), or `*` for OPTIONS. Returns the origin-form
+/// part and, for absolute form, the authority.
+fn split_target(
+    method: &str,
+    target: &str,
+    span: Span,
+) -> Result<(Span, Option<Span>), HttpError> {
+    if target.starts_with('/') {
+        return Ok((span, None));
+    }
+    if target == "*" && method == "OPTIONS" {
+        return Ok((span, None));
+    }
+    if method == "CONNECT" {
+        return Err(HttpError::new(405, "CONNECT is not supported"));
+    }
+    let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
+    let scheme_len = if lower.starts_with("http://") {
+        7
+    } else if lower.starts_with("https://") {
+        8
+    } else {
+        return Err(bad("request target must be a path or an absolute http URI"));
+    };
+    let rest = &target[scheme_len..];
+    let authority_len = rest.find(['/', '?']).unwrap_or(rest.len());
+    if authority_len == 0 || rest[..authority_len].contains('@') {
+        return Err(bad("bad authority in absolute URI"));
+    }
+    let authority = span.sub(scheme_len, scheme_len + authority_len);
+    let uri = span.sub(scheme_len + authority_len, target.len());
+    Ok((uri, Some(authority)))
+}
+
+/// Remove the port, check the characters, lower-case when needed.
+fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
+    let text = span.get(buf);
+    let without_port = if text.starts_with(b"[") {
+        let close = memchr::memchr(b']', text).ok_or(bad("bad IPv6 host"))?;
+        check_port(&text[close + 1..])?;
+        close + 1
+    } else {
+        match memchr::memchr(b':', text) {
+            Some(colon) => {
+                check_port(&text[colon..])?;
+                colon
+            }
+            None => text.len(),
+        }
+    };
+    let host = &text[..without_port];
+    let ok = host.iter().all(|&b| {
+        b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]:".contains(&b)
+    });
+    if !ok {
+        return Err(bad("invalid characters in Host"));
+    }
+    head.host = span.sub(0, without_port);
+    if host.iter().any(u8::is_ascii_uppercase) {
+        head.host_lower = Some(String::from_utf8_lossy(host).to_ascii_lowercase());
+    }
+    Ok(())
+}
+
+fn check_port(rest: &[u8]) -> Result<(), HttpError> {
+    match rest {
+        [] => Ok(()),
+        [b':', digits @ ..] if digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit) => Ok(()),
+        _ => Err(bad("bad port in Host")),
+    }
+}
+
+fn trim(buf: &[u8], span: Span) -> Span {
+    let v = span.get(buf);
+    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    span.sub(start, end)
+}
+
+fn parse_length(v: &[u8]) -> Result<u64, HttpError> {
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(bad("malformed Content-Length"));
+    }
+    Ok(v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')))
+}
+
+/// An incomplete head that already passed a limit.
+fn check_partial_size(data: &[u8], limits: &Limits) -> Result<(), HttpError> {
+    let line_end = memchr::memchr(b'\n', data);
+    if line_end.is_none() && data.len() > limits.max_request_line {
+        return Err(HttpError::new(414, "request line too long"));
+    }
+    if data.len() > limits.max_header_bytes {
+        return Err(too_large(data, limits));
+    }
+    Ok(())
+}
+
+fn too_large(data: &[u8], limits: &Limits) -> HttpError {
+    match memchr::memchr(b'\n', data) {
+        Some(n) if n <= limits.max_request_line => {
+            HttpError::new(431, "request headers too large")
+        }
+        _ => HttpError::new(414, "request line too long"),
+    }
+}
+
+fn map_parse_error(e: httparse::Error) -> HttpError {
+    use httparse::Error::*;
+    match e {
+        TooManyHeaders => HttpError::new(431, "too many headers"),
+        Version => HttpError::new(505, "only HTTP/1.0 and HTTP/1.1 are supported"),
+        HeaderName => bad("invalid header name"),
+        HeaderValue => bad("invalid byte in a header value"),
+        NewLine | Status => bad("malformed line ending"),
+        Token => bad("invalid method"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::default()
+    }
+
+    fn ok(raw: &str) -> Head {
+        parse(raw.as_bytes(), &limits()).unwrap().expect("complete")
+    }
+
+    fn err(raw: &str) -> HttpError {
+        parse(raw.as_bytes(), &limits()).unwrap_err()
+    }
+
+    #[test]
+    fn parses_a_simple_request() {
+        let raw = "GET /a/b?x=1 HTTP/1.1\r\nHost: Example.COM:8080\r\n\r\nextra";
+        let h = ok(raw);
+        let buf = raw.as_bytes();
+        assert_eq!(h.method(buf), "GET");
+        assert_eq!(h.path(buf), "/a/b");
+        assert_eq!(h.query.str(buf), "x=1");
+        assert_eq!(h.host(buf), "example.com");
+        assert_eq!(h.len, raw.len() - 5);
+        assert!(h.keep_alive);
+        assert_eq!(h.body, BodyFraming::None);
+    }
+
+    #[test]
+    fn partial_until_blank_line() {
+        assert!(parse(b"GET / HTTP/1.1\r\nHost: a\r\n", &limits()).unwrap().is_none());
+    }
+
+    #[test]
+    fn absolute_form_takes_host_from_uri() {
+        let raw = "GET http://Other.org/p?q HTTP/1.1\r\nHost: a\r\n\r\n";
+        let h = ok(raw);
+        assert_eq!(h.host(raw.as_bytes()), "other.org");
+        assert_eq!(h.path(raw.as_bytes()), "/p");
+        assert_eq!(h.uri.str(raw.as_bytes()), "/p?q");
+        let raw = "GET http://x.org HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(ok(raw).path(raw.as_bytes()), "/");
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn body_framing() {
+        let h = ok("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Length(12));
+        let h = ok("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Chunked);
+        let h = ok("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Length(5));
+    }
+
+    #[test]
+    fn smuggling_attempts_are_rejected() {
+        let cases = [
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n folded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
+            "GET relative HTTP/1.1\r\nHost: a\r\n\r\n",
+        ];
+        for raw in cases {
+            assert_eq!(err(raw).status, 400, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn other_statuses() {
+        assert_eq!(err("GET / HTTP/2.0\r\n\r\n").status, 505);
+        assert_eq!(err("GET / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n").status, 417);
+        let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(9000));
+        assert_eq!(parse(long.as_bytes(), &limits()).unwrap_err().status, 414);
+        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "a".repeat(17000));
+        assert_eq!(parse(big.as_bytes(), &limits()).unwrap_err().status, 431);
+        let many: String = (0..200).map(|i| format!("X{i}: 1\r\n")).collect();
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");
+        assert_eq!(err(&raw).status, 431);
+    }
+
+    #[test]
+    fn leading_blank_lines_are_skipped() {
+        let raw = "\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        let h = ok(raw);
+        assert_eq!(h.path(raw.as_bytes()), "/x");
+        assert_eq!(h.len, raw.len());
+    }
+
+    #[test]
+    fn http10_without_host_is_fine() {
+        let raw = "GET / HTTP/1.0\r\n\r\n";
+        assert_eq!(ok(raw).host(raw.as_bytes()), "");
+    }
+
+    #[test]
+    fn expect_continue_only_on_11() {
+        assert!(ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
+    }
+}

@@ -1,0 +1,182 @@
+//! NXWEB routing: routes in priority order, matched by prefix (at a segment boundary),
+//! virtual host, secure flag and method; a declining handler passes to the next route.
+
+
+use osprey_sdk::{FilterBox, HandlerBox, Mode};
+
+use crate::config::{Config, ConfigError};
+use crate::modules::Registry;
+
+/// Which hosts a route answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum VHost {
+    Exact(String),
+    /// `.example.com`: example.com and every subdomain.
+    Domain(String),
+}
+
+impl VHost {
+    fn parse(text: &str) -> VHost {
+        let text = text.to_ascii_lowercase();
+        match text.strip_prefix('.') {
+            Some(domain) => VHost::Domain(domain.to_owned()),
+            None => VHost::Exact(text),
+        }
+    }
+
+    fn matches(&self, host: &str) -> bool {
+        match self {
+            VHost::Exact(h) => host == h,
+            VHost::Domain(d) => {
+                host == d
+                    || (host.len() > d.len()
+                        && host.ends_with(d.as_str())
+                        && host.as_bytes()[host.len() - d.len() - 1] == b'.')
+            }
+        }
+    }
+}
+
+pub struct Route {
+    prefix: Option<String>,
+    vhost: Option<VHost>,
+    secure: Option<bool>,
+    methods: Option<Vec<String>>,
+    pub handler: HandlerBox,
+    pub mode: Mode,
+    pub filters: Vec<FilterBox>,
+    pub max_body: Option<u64>,
+}
+
+impl Route {
+    /// The prefix and path-info split of `path` when this route's prefix, host and scheme
+    /// match, ignoring the method.
+    pub fn matches<'p>(&self, path: &'p str, host: &str, secure: bool) -> Option<(&str, &'p str)> {
+        if self.secure.is_some_and(|s| s != secure) {
+            return None;
+        }
+        if self.vhost.as_ref().is_some_and(|v| !v.matches(host)) {
+            return None;
+        }
+        match &self.prefix {
+            None => Some(("", path)),
+            Some(prefix) => match_prefix(prefix, path).map(|info| (prefix.as_str(), info)),
+        }
+    }
+
+    /// The configured prefix (empty for a catch-all route).
+    pub fn prefix(&self) -> &str {
+        self.prefix.as_deref().unwrap_or("")
+    }
+
+    pub fn allows(&self, method: &str) -> bool {
+        self.methods
+            .as_ref()
+            .is_none_or(|m| m.iter().any(|x| x == method))
+    }
+
+    /// Methods this route accepts, for `Allow` in a 405.
+    pub fn methods(&self) -> &[String] {
+        self.methods.as_deref().unwrap_or(&[])
+    }
+}
+
+/// NXWEB prefix rule: `/hello` matches `/hello` and `/hello/...` but not `/helloworld`;
+/// `/` matches only `/`; a prefix ending in `/` matches everything below it. Returns the
+/// path info: what follows the prefix, starting with `/` or empty.
+fn match_prefix<'p>(prefix: &str, path: &'p str) -> Option<&'p str> {
+    if prefix == "/" {
+        return (path == "/").then_some("/");
+    }
+    let bare = prefix.strip_suffix('/').unwrap_or(prefix);
+    let rest = path.strip_prefix(bare)?;
+    if rest.is_empty() && !prefix.ends_with('/') || rest.starts_with('/') {
+        Some(rest)
+    } else {
+        None
+    }
+}
+
+/// A configuration's routes, ready to serve.
+pub struct Router {
+    routes: Vec<Route>,
+}
+
+impl Router {
+    pub fn build(config: &Config, registry: &Registry) -> Result<Router, ConfigError> {
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for spec in &config.routes {
+            let core = &spec.core;
+            let handler = registry.new_handler(&config.file, &core.handler, &spec.section)?;
+            let mut filters = Vec::with_capacity(spec.filters.len());
+            for f in &spec.filters {
+                filters.push(registry.new_filter(&config.file, &f.core.kind, &f.section)?);
+            }
+            let secure = match (core.secure_only, core.insecure_only) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            routes.push(Route {
+                prefix: core.prefix.clone(),
+                vhost: core.vhost.as_deref().map(VHost::parse),
+                secure,
+                methods: core.methods.clone(),
+                mode: handler.mode(),
+                handler,
+                filters,
+                max_body: core.max_body_size,
+            });
+        }
+        Ok(Router { routes })
+    }
+
+    pub fn route(&self, index: usize) -> &Route {
+        &self.routes[index]
+    }
+
+    /// Routes whose prefix, host and scheme match, in order, with their index, prefix and
+    /// path info.
+    pub fn candidates<'r, 'p>(
+        &'r self,
+        path: &'p str,
+        host: &'r str,
+        secure: bool,
+    ) -> impl Iterator<Item = (usize, &'r str, &'p str)> + use<'r, 'p> {
+        self.routes
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, r)| r.matches(path, host, secure).map(|(p, info)| (i, p, info)))
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_matches_at_segment_boundary() {
+        assert_eq!(match_prefix("/hello", "/hello"), Some(""));
+        assert_eq!(match_prefix("/hello", "/hello/x"), Some("/x"));
+        assert_eq!(match_prefix("/hello", "/helloworld"), None);
+        assert_eq!(match_prefix("/hello", "/hell"), None);
+        assert_eq!(match_prefix("/", "/"), Some("/"));
+        assert_eq!(match_prefix("/", "/x"), None);
+        assert_eq!(match_prefix("/static/", "/static/a.css"), Some("/a.css"));
+        assert_eq!(match_prefix("/static/", "/static"), None);
+        assert_eq!(match_prefix("/static/", "/staticx"), None);
+    }
+
+    #[test]
+    fn vhost_exact_and_domain() {
+        let exact = VHost::parse("Example.com");
+        assert!(exact.matches("example.com"));
+        assert!(!exact.matches("www.example.com"));
+        let domain = VHost::parse(".example.com");
+        assert!(domain.matches("example.com"));
+        assert!(domain.matches("a.b.example.com"));
+        assert!(!domain.matches("badexample.com"));
+        assert!(!domain.matches("example.org"));
+    }
+}

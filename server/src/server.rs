@@ -1,0 +1,249 @@
+//! Network threads: each runs its own current-thread runtime with its own SO_REUSEPORT
+//! listeners (shared-nothing, thread per core); the main thread waits for signals.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use osprey_sdk::Lifecycle;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+
+use crate::config::Config;
+use crate::dispatch::Peer;
+use crate::modules::Registry;
+use crate::router::Router;
+use crate::worker::WorkerPool;
+
+/// Timeouts as durations.
+pub struct Timeouts {
+    pub header: Duration,
+    pub body: Duration,
+    pub write: Duration,
+    pub keepalive: Duration,
+    pub shutdown: Duration,
+}
+
+/// Everything a request needs that comes from the configuration.
+pub struct Shared {
+    pub config: Config,
+    pub router: Router,
+    pub pool: WorkerPool,
+    pub timeouts: Timeouts,
+}
+
+impl Shared {
+    pub fn new(config: Config, registry: &Registry) -> Result<Shared, String> {
+        let router = Router::build(&config, registry).map_err(|e| e.to_string())?;
+        let t = &config.timeouts;
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.001));
+        Ok(Shared {
+            timeouts: Timeouts {
+                header: secs(t.header),
+                body: secs(t.body),
+                write: secs(t.write),
+                keepalive: secs(t.keepalive),
+                shutdown: secs(t.shutdown),
+            },
+            pool: WorkerPool::new(config.worker_pool.queue),
+            router,
+            config,
+        })
+    }
+}
+
+/// A listening socket of one network thread.
+struct Listener {
+    socket: std::net::TcpListener,
+    secure: bool,
+}
+
+/// Bind every listener for every thread, start the threads, and serve until SIGTERM/SIGINT.
+pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
+    let config = &shared.config;
+    if config.listen.is_empty() {
+        return Err(format!("{}: nothing to listen on (add `listen` or use -H)", config.file));
+    }
+    let workers = config.workers;
+    let mut per_thread = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let mut listeners = Vec::new();
+        for l in &config.listen {
+            if l.secure {
+                return Err(format!("{}: listener {}: TLS is not available in this build", config.file, l.interface));
+            }
+            let addr = crate::net::parse_interface(&l.interface)?;
+            let socket = crate::net::bind(addr, l.backlog)
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            listeners.push(Listener { socket, secure: l.secure });
+        }
+        per_thread.push(listeners);
+    }
+    for l in &per_thread[0] {
+        if let Ok(addr) = l.socket.local_addr() {
+            tracing::info!("listening on {addr}");
+        }
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let blocking_threads = config.worker_pool.threads.div_ceil(workers).max(1);
+    let cpu_affinity = config.cpu_affinity;
+    let shared = Arc::new(shared);
+    registry.lifecycle(Lifecycle::ServerStart);
+    let mut threads = Vec::with_capacity(workers);
+    for (index, listeners) in per_thread.into_iter().enumerate() {
+        let (shared, stop) = (shared.clone(), stop_rx.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("osprey-net-{index}"))
+            .spawn(move || {
+                if cpu_affinity {
+                    pin_to_core(index);
+                }
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .max_blocking_threads(blocking_threads)
+                    .build()
+                    .expect("a tokio runtime");
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&runtime, network_thread(index, listeners, shared, stop, registry));
+            })
+            .map_err(|e| format!("cannot start a network thread: {e}"))?;
+        threads.push(thread);
+    }
+    tracing::info!("osprey {} started with {workers} network threads", env!("CARGO_PKG_VERSION"));
+    wait_for_stop_signal();
+    tracing::info!("stopping: finishing in-flight requests");
+    let _ = stop_tx.send(true);
+    for t in threads {
+        let _ = t.join();
+    }
+    registry.lifecycle(Lifecycle::ServerStop);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn wait_for_stop_signal() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+}
+
+fn pin_to_core(index: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(index % cores).is_ok() {
+        if let Err(e) = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set) {
+            tracing::warn!("cannot pin network thread {index}: {e}");
+        }
+    }
+}
+
+/// Open connections of one thread, and a wake-up for an accept loop waiting under the limit.
+#[derive(Default)]
+struct Load {
+    active: Cell<usize>,
+    freed: Notify,
+}
+
+/// Counts a connection while it lives.
+struct Counted(Rc<Load>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get() - 1);
+        self.0.freed.notify_waiters();
+    }
+}
+
+async fn network_thread(
+    index: usize,
+    listeners: Vec<Listener>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    registry: &'static Registry,
+) {
+    registry.lifecycle(Lifecycle::ThreadStart(index as u32));
+    let load = Rc::new(Load::default());
+    for l in listeners {
+        let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
+        let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
+        tokio::task::spawn_local(accept_loop(listener, l.secure, shared, stop, load));
+    }
+    let _ = stop.changed().await;
+    // Let in-flight requests finish, up to the shutdown timeout.
+    let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
+    while load.active.get() > 0 {
+        if tokio::time::timeout_at(deadline, load.freed.notified()).await.is_err() {
+            tracing::warn!("thread {index}: {} connections still open at shutdown timeout", load.active.get());
+            break;
+        }
+    }
+    registry.lifecycle(Lifecycle::ThreadStop(index as u32));
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    secure: bool,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    load: Rc<Load>,
+) {
+    let max = shared.config.limits.max_connections.max(1);
+    loop {
+        // At the limit, new connections wait in the listen backlog.
+        while load.active.get() >= max {
+            let freed = load.freed.notified();
+            tokio::select! {
+                _ = freed => {}
+                _ = stop.changed() => return,
+            }
+        }
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.changed() => return,
+        };
+        match accepted {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                load.active.set(load.active.get() + 1);
+                let counted = Counted(load.clone());
+                let peer = Arc::new(Peer {
+                    remote: format_addr(addr),
+                    secure,
+                    http2: false,
+                });
+                let (shared, stop) = (shared.clone(), stop.clone());
+                tokio::task::spawn_local(async move {
+                    crate::conn::serve(stream, peer, shared, stop).await;
+                    drop(counted);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: keep serving the open connections, retry shortly.
+                tracing::error!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn format_addr(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.to_string(),
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => format!("{v4}:{}", a.port()),
+            None => a.to_string(),
+        },
+    }
+}

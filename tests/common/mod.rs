@@ -1,0 +1,296 @@
+//! Test harness: start the real `osprey` binary on a free loopback port with a configuration,
+//! and talk to it with raw sockets and curl.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The server binary cargo built for these tests.
+pub fn osprey_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_osprey"))
+}
+
+/// Where cargo put the module libraries (next to the binary).
+pub fn lib_dir() -> PathBuf {
+    osprey_bin().parent().unwrap().to_path_buf()
+}
+
+/// A built module library, e.g. `module_lib("hello")`.
+pub fn module_lib(name: &str) -> PathBuf {
+    let file = format!("libosprey_{}.so", name.replace('-', "_"));
+    for dir in [lib_dir(), lib_dir().join("deps")] {
+        if dir.join(&file).exists() {
+            return dir.join(&file);
+        }
+    }
+    panic!("module library {file} not built in {}", lib_dir().display());
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "osprey-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running server, stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub dir: TempDir,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Start with a configuration (JSON text; its `listen` is replaced by a free port).
+    pub fn start(config: &str) -> Server {
+        Self::start_with(config, &[])
+    }
+
+    /// Start with a configuration and extra command-line arguments.
+    pub fn start_with(config: &str, args: &[&str]) -> Server {
+        let dir = TempDir::new("srv");
+        let conf = dir.write("osprey.json", config);
+        let port = free_port();
+        let log = dir.path().join("error.log");
+        let mut cmd = Command::new(osprey_bin());
+        cmd.arg("-c")
+            .arg(&conf)
+            .arg("-H")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-L")
+            .arg("debug")
+            .arg("--workers")
+            .arg("2")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = cmd.spawn().expect("osprey starts");
+        let mut server = Server { child, port, dir, log };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("osprey exited early ({status}):\n{}", self.log_text());
+            }
+            if TcpStream::connect(self.addr()).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("osprey did not start listening:\n{}", self.log_text());
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A new raw connection with a read timeout.
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Send raw bytes on a new connection and read until the server closes it.
+    pub fn raw(&self, request: &[u8]) -> String {
+        let mut s = self.connect();
+        s.write_all(request).unwrap();
+        read_to_close(&mut s)
+    }
+
+    /// One GET on a new connection (with `Connection: close`).
+    pub fn get(&self, path: &str) -> Response {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        Response::parse(self.raw(req.as_bytes()).as_bytes())
+    }
+
+    /// Stop with SIGTERM and wait; returns the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        signal(&self.child, "TERM");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return self.child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            signal(&self.child, "TERM");
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Send a signal by name (`TERM`, `HUP`, ...) to a child.
+pub fn signal(child: &Child, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status();
+}
+
+/// Read until the peer closes (or the read timeout passes).
+pub fn read_to_close(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A parsed HTTP/1.x response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub version: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// Parse one response from the start of `raw` (body by Content-Length, chunked, or to the end).
+    pub fn parse(raw: &[u8]) -> Response {
+        Self::parse_one(raw, false).0
+    }
+
+    /// Parse one response; returns it and the bytes it used. `head_request`: no body follows.
+    pub fn parse_one(raw: &[u8], head_request: bool) -> (Response, usize) {
+        let end = find(raw, b"\r\n\r\n").unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(raw)));
+        let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        let mut parts = status_line.splitn(3, ' ');
+        let version = parts.next().unwrap().to_owned();
+        let status = parts.next().unwrap().parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.trim().to_owned(), v.trim().to_owned())
+            })
+            .collect();
+        let mut resp = Response { status, version, headers, body: Vec::new() };
+        let mut pos = end + 4;
+        if head_request || status == 304 || status == 204 || status < 200 {
+            return (resp, pos);
+        }
+        if let Some(len) = resp.header("content-length") {
+            let len: usize = len.parse().unwrap();
+            resp.body = raw[pos..pos + len].to_vec();
+            pos += len;
+        } else if resp.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let line_end = pos + find(&raw[pos..], b"\r\n").unwrap();
+                let size = usize::from_str_radix(std::str::from_utf8(&raw[pos..line_end]).unwrap().split(';').next().unwrap().trim(), 16).unwrap();
+                pos = line_end + 2;
+                if size == 0 {
+                    pos += 2;
+                    break;
+                }
+                resp.body.extend_from_slice(&raw[pos..pos + size]);
+                pos += size + 2;
+            }
+        } else {
+            resp.body = raw[pos..].to_vec();
+            pos = raw.len();
+        }
+        (resp, pos)
+    }
+
+    /// Parse every response in `raw`, in order.
+    pub fn parse_all(raw: &[u8]) -> Vec<Response> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < raw.len() {
+            let (r, used) = Self::parse_one(&raw[pos..], false);
+            out.push(r);
+            pos += used;
+        }
+        out
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Run curl with arguments; returns (exit ok, stdout).
+pub fn curl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("curl").args(["-s", "--max-time", "20"]).args(args).output().expect("curl is installed");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
