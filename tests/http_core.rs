@@ -44,7 +44,8 @@ fn read_mixed(s: &mut std::net::TcpStream, heads: &[bool]) -> Vec<Response> {
                 break;
             }
             let head_request = heads[out.len()];
-            let complete = std::panic::catch_unwind(|| Response::parse_one(&raw[pos..], head_request));
+            let complete =
+                std::panic::catch_unwind(|| Response::parse_one(&raw[pos..], head_request));
             match complete {
                 Ok((r, used)) => {
                     out.push(r);
@@ -71,8 +72,15 @@ fn hello_answers_with_core_headers() {
     let date = r.header("date").expect("Date header");
     assert!(httpdate_like(date), "{date}");
     assert!(r.text().contains("Hello, world!"));
-    assert!(r.text().contains("<th>?name</th><td>x</td>"), "{}", r.text());
-    assert_eq!(r.header("content-length").unwrap(), r.body.len().to_string());
+    assert!(
+        r.text().contains("<th>?name</th><td>x</td>"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        r.header("content-length").unwrap(),
+        r.body.len().to_string()
+    );
 }
 
 fn httpdate_like(d: &str) -> bool {
@@ -95,12 +103,14 @@ fn keep_alive_is_default_on_11_and_close_is_honoured() {
     let srv = server();
     let mut s = srv.connect();
     for _ in 0..3 {
-        s.write_all(b"GET /benchmark-inprocess HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        s.write_all(b"GET /benchmark-inprocess HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
         let r = read_responses(&mut s, 1, false).remove(0);
         assert_eq!(r.status, 200);
         assert_eq!(r.header("connection"), None);
     }
-    s.write_all(b"GET /benchmark-inprocess HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET /benchmark-inprocess HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let rest = read_to_close(&mut s);
     let r = Response::parse(rest.as_bytes());
     assert_eq!(r.header("connection"), Some("close"));
@@ -114,10 +124,12 @@ fn http10_closes_unless_keep_alive_asked() {
     assert!(text.contains("Connection: close"));
 
     let mut s = srv.connect();
-    s.write_all(b"GET /benchmark-inprocess HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    s.write_all(b"GET /benchmark-inprocess HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
     let r = read_responses(&mut s, 1, false).remove(0);
     assert_eq!(r.header("connection"), Some("keep-alive"));
-    s.write_all(b"GET /benchmark-inprocess HTTP/1.0\r\n\r\n").unwrap();
+    s.write_all(b"GET /benchmark-inprocess HTTP/1.0\r\n\r\n")
+        .unwrap();
     assert!(read_to_close(&mut s).contains("200 OK"));
 }
 
@@ -129,11 +141,16 @@ fn pipelined_requests_answer_in_order() {
     for i in 0..20 {
         batch.extend_from_slice(format!("GET /echo/{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
     }
-    batch.extend_from_slice(b"POST /echo/last HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody");
+    batch
+        .extend_from_slice(b"POST /echo/last HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody");
     s.write_all(&batch).unwrap();
     let responses = read_responses(&mut s, 21, false);
     for (i, r) in responses.iter().take(20).enumerate() {
-        assert!(r.text().contains(&format!("path=/echo/{i}\n")), "{i}: {}", r.text());
+        assert!(
+            r.text().contains(&format!("path=/echo/{i}\n")),
+            "{i}: {}",
+            r.text()
+        );
     }
     assert!(responses[20].text().contains("body=body"));
 }
@@ -172,7 +189,14 @@ fn form_query_and_cookies_reach_the_handler() {
     );
     let r = Response::parse(srv.raw(req.as_bytes()).as_bytes());
     let t = r.text();
-    for want in ["query.q=/x", "form.a=1", "form.b=two words", "form.c=é", "cookie.s=1", "cookie.t=2"] {
+    for want in [
+        "query.q=/x",
+        "form.a=1",
+        "form.b=two words",
+        "form.c=é",
+        "cookie.s=1",
+        "cookie.t=2",
+    ] {
         assert!(t.contains(want), "missing {want} in {t}");
     }
 }
@@ -195,7 +219,10 @@ fn unknown_length_bodies_are_chunked_for_11_and_closed_for_10() {
 fn expect_100_continue_gets_an_interim_response() {
     let srv = server();
     let mut s = srv.connect();
-    s.write_all(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n").unwrap();
+    s.write_all(
+        b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    )
+    .unwrap();
     let mut buf = [0u8; 256];
     let n = s.read(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -246,7 +273,8 @@ fn worker_handlers_do_not_block_network_threads() {
     let addr = srv.addr();
     let slow = std::thread::spawn(move || {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /worker HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").unwrap();
+        s.write_all(b"GET /worker HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .unwrap();
         read_to_close(&mut s)
     });
     std::thread::sleep(Duration::from_millis(30));
@@ -257,7 +285,10 @@ fn worker_handlers_do_not_block_network_threads() {
     let inline_time = started.elapsed();
     let slow = slow.join().unwrap();
     assert!(slow.contains("slept on"), "{slow}");
-    assert!(!slow.contains("osprey-net"), "worker ran on a network thread: {slow}");
+    assert!(
+        !slow.contains("osprey-net"),
+        "worker ran on a network thread: {slow}"
+    );
     assert!(inline_time < Duration::from_millis(2000), "{inline_time:?}");
 }
 
@@ -279,7 +310,8 @@ fn ipv6_listener_serves() {
     let srv = Server::start_with(CONFIG, &["-H", &format!("[::1]:{port}")]);
     // The harness's own -H comes first; both listeners serve.
     let mut s = std::net::TcpStream::connect(("::1", port)).unwrap();
-    s.write_all(b"GET /echo HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET /echo HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let text = read_to_close(&mut s);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("host=[::1]"), "{text}");
@@ -294,5 +326,8 @@ fn curl_talks_to_it() {
     assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
     let (ok, out) = common::curl(&["--data-binary", "xyz", &srv.url("/echo")]);
     assert!(ok);
-    assert!(out.contains("method=POST") && out.contains("body=xyz"), "{out}");
+    assert!(
+        out.contains("method=POST") && out.contains("body=xyz"),
+        "{out}"
+    );
 }

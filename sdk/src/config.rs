@@ -74,7 +74,11 @@ pub fn parse_config<T: DeserializeOwned>(json: &str) -> Result<T, ConfigError> {
         let top = path.split(['.', '[']).next().unwrap_or(&path);
         if !CORE_KEYS.contains(&top) {
             let key = path.rsplit('.').next().unwrap_or(&path);
-            return Err(ConfigError::at_key(json, key, format!("unknown key `{path}`")));
+            return Err(ConfigError::at_key(
+                json,
+                key,
+                format!("unknown key `{path}`"),
+            ));
         }
     }
     Ok(value)

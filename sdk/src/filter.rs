@@ -95,7 +95,9 @@ impl<F: Filter> FfiFilter for Guarded<F> {
     }
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {
-        self.guard("after_mode", req, Mode::Inline, || self.0.after_mode(req, resp))
+        self.guard("after_mode", req, Mode::Inline, || {
+            self.0.after_mode(req, resp)
+        })
     }
 
     fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) {

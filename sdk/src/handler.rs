@@ -112,6 +112,10 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> RString {
     panic
         .downcast_ref::<&str>()
         .map(|s| RString::from(*s))
-        .or_else(|| panic.downcast_ref::<String>().map(|s| RString::from(s.as_str())))
+        .or_else(|| {
+            panic
+                .downcast_ref::<String>()
+                .map(|s| RString::from(s.as_str()))
+        })
         .unwrap_or_else(|| "(non-text panic)".into())
 }

@@ -3,10 +3,7 @@
 
 use std::sync::OnceLock;
 
-use abi_stable::{
-    std_types::RStr,
-    StableAbi,
-};
+use abi_stable::{std_types::RStr, StableAbi};
 
 /// Severity of a log line.
 #[repr(u8)]

@@ -5,8 +5,8 @@ use std::sync::OnceLock;
 
 use abi_stable::{
     library::RootModule,
-    prefix_type::PrefixTypeTrait,
     package_version_strings,
+    prefix_type::PrefixTypeTrait,
     sabi_types::VersionStrings,
     std_types::{RResult, RStr, RVec},
     StableAbi,
@@ -198,9 +198,7 @@ macro_rules! export_module {
         #[allow(non_upper_case_globals)]
         pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::__private::LibHeader = {
             extern "C" fn constructor() -> $crate::__private::RootModuleResult {
-                $crate::__private::call_root_module_loader(
-                    $crate::module::root_module::<$module>,
-                )
+                $crate::__private::call_root_module_loader($crate::module::root_module::<$module>)
             }
             // SAFETY: the header describes `ModuleRef`, which `root_module` returns.
             unsafe {

@@ -120,7 +120,9 @@ impl<'a> Request<'a> {
 
     /// Cookies from every `Cookie` header, as (name, value) pairs.
     pub fn cookies(&self) -> Vec<(&'a str, &'a str)> {
-        self.header_all("cookie").flat_map(params::cookies).collect()
+        self.header_all("cookie")
+            .flat_map(params::cookies)
+            .collect()
     }
 
     /// One cookie's value.

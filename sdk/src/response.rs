@@ -66,8 +66,10 @@ pub struct FileRange {
 pub trait BodyStream: Send {
     /// The next chunk; `ROption::RNone` at the end; an error aborts the response (the core
     /// closes the connection, as headers are already sent).
-    fn poll_chunk(&mut self, cx: &mut FfiContext<'_>)
-        -> FfiPoll<ROption<RResult<RVec<u8>, RString>>>;
+    fn poll_chunk(
+        &mut self,
+        cx: &mut FfiContext<'_>,
+    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>>;
 }
 
 /// A boxed [`BodyStream`] as the response carries it.

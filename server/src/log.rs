@@ -10,10 +10,16 @@ pub fn init(level: &str, file: Option<&str>) -> Result<(), String> {
     let level = match level.to_ascii_lowercase().as_str() {
         l @ ("error" | "warn" | "info" | "debug" | "trace") => l.to_owned(),
         "warning" => "warn".into(),
-        other => return Err(format!("unknown log level `{other}` (error, warn, info, debug)")),
+        other => {
+            return Err(format!(
+                "unknown log level `{other}` (error, warn, info, debug)"
+            ))
+        }
     };
     let filter = EnvFilter::try_new(&level).map_err(|e| e.to_string())?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     match file {
         Some(path) => {
             let f = OpenOptions::new()

@@ -55,7 +55,11 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.version {
-        println!("osprey {} (osprey-sdk {})", env!("CARGO_PKG_VERSION"), env!("CARGO_PKG_VERSION"));
+        println!(
+            "osprey {} (osprey-sdk {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_VERSION")
+        );
         return ExitCode::SUCCESS;
     }
     match start(cli) {
@@ -69,7 +73,8 @@ fn main() -> ExitCode {
 
 fn start(cli: Cli) -> Result<(), String> {
     if let Some(dir) = &cli.work_dir {
-        std::env::set_current_dir(dir).map_err(|e| format!("cannot enter {}: {e}", dir.display()))?;
+        std::env::set_current_dir(dir)
+            .map_err(|e| format!("cannot enter {}: {e}", dir.display()))?;
     }
     let mut config = match &cli.config {
         Some(path) => Config::load(path).map_err(|e| e.to_string())?,
@@ -81,7 +86,10 @@ fn start(cli: Cli) -> Result<(), String> {
         .clone()
         .or_else(|| config.logging.log_level.clone())
         .unwrap_or_else(|| "info".into());
-    let error_log = cli.error_log.clone().or_else(|| config.logging.error_log.clone());
+    let error_log = cli
+        .error_log
+        .clone()
+        .or_else(|| config.logging.error_log.clone());
     if !cli.test {
         log::init(&level, error_log.as_deref())?;
     }

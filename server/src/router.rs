@@ -1,7 +1,6 @@
 //! NXWEB routing: routes in priority order, matched by prefix (at a segment boundary),
 //! virtual host, secure flag and method; a declining handler passes to the next route.
 
-
 use osprey_sdk::{FilterBox, HandlerBox, Mode};
 
 use crate::config::{Config, ConfigError};
@@ -149,7 +148,6 @@ impl Router {
             .filter_map(move |(i, r)| r.matches(path, host, secure).map(|(p, info)| (i, p, info)))
     }
 }
-
 
 #[cfg(test)]
 mod tests {

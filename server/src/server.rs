@@ -64,7 +64,10 @@ struct Listener {
 pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
     let config = &shared.config;
     if config.listen.is_empty() {
-        return Err(format!("{}: nothing to listen on (add `listen` or use -H)", config.file));
+        return Err(format!(
+            "{}: nothing to listen on (add `listen` or use -H)",
+            config.file
+        ));
     }
     let workers = config.workers;
     let mut per_thread = Vec::with_capacity(workers);
@@ -72,12 +75,18 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
         let mut listeners = Vec::new();
         for l in &config.listen {
             if l.secure {
-                return Err(format!("{}: listener {}: TLS is not available in this build", config.file, l.interface));
+                return Err(format!(
+                    "{}: listener {}: TLS is not available in this build",
+                    config.file, l.interface
+                ));
             }
             let addr = crate::net::parse_interface(&l.interface)?;
             let socket = crate::net::bind(addr, l.backlog)
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-            listeners.push(Listener { socket, secure: l.secure });
+            listeners.push(Listener {
+                socket,
+                secure: l.secure,
+            });
         }
         per_thread.push(listeners);
     }
@@ -106,12 +115,18 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
                     .build()
                     .expect("a tokio runtime");
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&runtime, network_thread(index, listeners, shared, stop, registry));
+                local.block_on(
+                    &runtime,
+                    network_thread(index, listeners, shared, stop, registry),
+                );
             })
             .map_err(|e| format!("cannot start a network thread: {e}"))?;
         threads.push(thread);
     }
-    tracing::info!("osprey {} started with {workers} network threads", env!("CARGO_PKG_VERSION"));
+    tracing::info!(
+        "osprey {} started with {workers} network threads",
+        env!("CARGO_PKG_VERSION")
+    );
     wait_for_stop_signal();
     tracing::info!("stopping: finishing in-flight requests");
     let _ = stop_tx.send(true);
@@ -184,8 +199,14 @@ async fn network_thread(
     // Let in-flight requests finish, up to the shutdown timeout.
     let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
     while load.active.get() > 0 {
-        if tokio::time::timeout_at(deadline, load.freed.notified()).await.is_err() {
-            tracing::warn!("thread {index}: {} connections still open at shutdown timeout", load.active.get());
+        if tokio::time::timeout_at(deadline, load.freed.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "thread {index}: {} connections still open at shutdown timeout",
+                load.active.get()
+            );
             break;
         }
     }

@@ -3,7 +3,9 @@
 //! no allocation.
 
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
-use osprey_sdk::{handler_box, parse_config, ConfigError, Handler, HandlerBox, Mode, Module, Outcome};
+use osprey_sdk::{
+    handler_box, parse_config, ConfigError, Handler, HandlerBox, Mode, Module, Outcome,
+};
 use osprey_sdk::{Request, Response};
 
 const BODY: &[u8] = b"<p>Hello, world!</p>";
@@ -38,7 +40,8 @@ struct Benchmark {
 
 impl Handler for Benchmark {
     fn handle(&self, _req: &Request<'_>, resp: &mut Response) -> Outcome {
-        resp.content_type("text/html").body_shared(self.body.clone());
+        resp.content_type("text/html")
+            .body_shared(self.body.clone());
         Outcome::Done
     }
 

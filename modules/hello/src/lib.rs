@@ -2,7 +2,9 @@
 //! The smallest complete example of the SDK.
 
 use osprey_sdk::params::html_escape;
-use osprey_sdk::{handler_box, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response};
+use osprey_sdk::{
+    handler_box, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response,
+};
 use std::fmt::Write;
 
 struct HelloModule;
@@ -37,16 +39,34 @@ impl Handler for Hello {
             ("secure", if req.secure { "yes" } else { "no" }),
         ];
         for (name, value) in rows {
-            let _ = writeln!(html, "<tr><th>{name}</th><td>{}</td></tr>", html_escape(value));
+            let _ = writeln!(
+                html,
+                "<tr><th>{name}</th><td>{}</td></tr>",
+                html_escape(value)
+            );
         }
         for h in req.headers.iter() {
             let value = String::from_utf8_lossy(h.value.as_slice());
-            let _ = writeln!(html, "<tr><th>{}</th><td>{}</td></tr>", html_escape(&h.name), html_escape(&value));
+            let _ = writeln!(
+                html,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                html_escape(&h.name),
+                html_escape(&value)
+            );
         }
         for (name, value) in req.query_params().iter() {
-            let _ = writeln!(html, "<tr><th>?{}</th><td>{}</td></tr>", html_escape(name), html_escape(value));
+            let _ = writeln!(
+                html,
+                "<tr><th>?{}</th><td>{}</td></tr>",
+                html_escape(name),
+                html_escape(value)
+            );
         }
-        let _ = writeln!(html, "<tr><th>body bytes</th><td>{}</td></tr>", req.body.len());
+        let _ = writeln!(
+            html,
+            "<tr><th>body bytes</th><td>{}</td></tr>",
+            req.body.len()
+        );
         html.push_str("</table></body></html>\n");
         resp.html(html);
         Outcome::Done

@@ -72,7 +72,11 @@ async fn write_continue<I: Io>(io: &mut I) -> Result<(), HttpError> {
         .map_err(|_| HttpError::new(400, "connection failed"))
 }
 
-async fn read_more<I: Io>(io: &mut I, buf: &mut Vec<u8>, timeout: Duration) -> Result<(), HttpError> {
+async fn read_more<I: Io>(
+    io: &mut I,
+    buf: &mut Vec<u8>,
+    timeout: Duration,
+) -> Result<(), HttpError> {
     let timed_out = HttpError::new(408, "timed out reading the request body");
     loop {
         tokio::time::timeout(timeout, io.readable())
@@ -80,7 +84,12 @@ async fn read_more<I: Io>(io: &mut I, buf: &mut Vec<u8>, timeout: Duration) -> R
             .map_err(|_| timed_out)?
             .map_err(|_| HttpError::new(400, "connection failed"))?;
         match io.try_read(buf) {
-            Ok(0) => return Err(HttpError::new(400, "connection closed inside the request body")),
+            Ok(0) => {
+                return Err(HttpError::new(
+                    400,
+                    "connection closed inside the request body",
+                ))
+            }
             Ok(_) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(_) => return Err(HttpError::new(400, "connection failed")),

@@ -117,7 +117,12 @@ impl Io for TcpStream {
                     .map_err(io::Error::from)
             });
             match result {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent")),
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
                 Err(e) => return Err(e),

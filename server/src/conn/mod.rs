@@ -22,7 +22,12 @@ use io::Io;
 const FLUSH_AT: usize = 64 * 1024;
 
 /// Serve one connection until it closes.
-pub async fn serve<I: Io>(mut io: I, peer: Arc<Peer>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub async fn serve<I: Io>(
+    mut io: I,
+    peer: Arc<Peer>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut conn = Conn {
         buf: Vec::new(),
         out: Vec::new(),
@@ -69,10 +74,11 @@ impl Conn {
                 Err(HeadError::Http(e)) => return self.fail(io, shared, 1, e).await,
             };
             let limit = body_limit(shared, &self.buf, &head, peer.secure);
-            let (body, used) = match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
-                Ok(found) => found,
-                Err(e) => return self.fail(io, shared, head.minor, e).await,
-            };
+            let (body, used) =
+                match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
+                    Ok(found) => found,
+                    Err(e) => return self.fail(io, shared, head.minor, e).await,
+                };
             self.served += 1;
             let minor = head.minor;
             let is_head = head.method(&self.buf) == "HEAD";
@@ -89,12 +95,30 @@ impl Conn {
                 // A worker job failed and took the request with it.
                 let mut resp = pool::take_response();
                 error_response(&mut resp, 500, "");
-                respond::write_response(io, &mut self.out, minor, is_head, &mut resp, false, timeouts.write).await?;
+                respond::write_response(
+                    io,
+                    &mut self.out,
+                    minor,
+                    is_head,
+                    &mut resp,
+                    false,
+                    timeouts.write,
+                )
+                .await?;
                 pool::give_response(resp);
                 return self.flush(io, timeouts.write).await;
             };
             self.buf = std::mem::take(&mut ex.buf);
-            let sent = respond::write_response(io, &mut self.out, minor, is_head, &mut ex.resp, keep_alive, timeouts.write).await?;
+            let sent = respond::write_response(
+                io,
+                &mut self.out,
+                minor,
+                is_head,
+                &mut ex.resp,
+                keep_alive,
+                timeouts.write,
+            )
+            .await?;
             pool::give_response(ex.resp);
             // Keep pipelined bytes that follow this request.
             self.buf.drain(..used.min(self.buf.len()));
@@ -127,7 +151,9 @@ impl Conn {
                 deadline.get_or_insert_with(|| Instant::now() + timeouts.header);
             }
             // Before waiting, send what pipelined requests produced.
-            self.flush(io, timeouts.write).await.map_err(|_| HeadError::Closed)?;
+            self.flush(io, timeouts.write)
+                .await
+                .map_err(|_| HeadError::Closed)?;
             if self.buf.is_empty() {
                 pool::give_buffer(std::mem::take(&mut self.buf));
                 pool::give_buffer(std::mem::take(&mut self.out));
@@ -174,7 +200,13 @@ impl Conn {
     }
 
     /// Answer a protocol error and close.
-    async fn fail<I: Io>(&mut self, io: &mut I, shared: &Shared, minor: u8, e: HttpError) -> std::io::Result<()> {
+    async fn fail<I: Io>(
+        &mut self,
+        io: &mut I,
+        shared: &Shared,
+        minor: u8,
+        e: HttpError,
+    ) -> std::io::Result<()> {
         tracing::debug!("protocol error {}: {}", e.status, e.reason);
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);

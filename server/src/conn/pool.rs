@@ -36,9 +36,7 @@ pub fn give_buffer(mut buf: Vec<u8>) {
 }
 
 pub fn take_response() -> Response {
-    RESPONSES
-        .with(|p| p.borrow_mut().pop())
-        .unwrap_or_default()
+    RESPONSES.with(|p| p.borrow_mut().pop()).unwrap_or_default()
 }
 
 pub fn give_response(mut resp: Response) {

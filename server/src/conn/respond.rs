@@ -30,7 +30,10 @@ pub async fn write_response<I: Io>(
     timeout: Duration,
 ) -> io::Result<Sent> {
     if let Some(bad) = resp.headers.iter().find(|h| invalid_header(h)) {
-        tracing::error!("handler set an invalid header {:?}; answering 500", bad.name.as_str());
+        tracing::error!(
+            "handler set an invalid header {:?}; answering 500",
+            bad.name.as_str()
+        );
         error_response(resp, 500, "");
     }
     let no_body = bodiless(resp.status);
@@ -114,13 +117,19 @@ pub async fn write_response<I: Io>(
     Ok(Sent { keep_alive })
 }
 
-async fn with_timeout(limit: Duration, fut: impl std::future::Future<Output = io::Result<()>>) -> io::Result<()> {
+async fn with_timeout(
+    limit: Duration,
+    fut: impl std::future::Future<Output = io::Result<()>>,
+) -> io::Result<()> {
     tokio::time::timeout(limit, fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
 }
 
-async fn timed_value<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> io::Result<T> {
+async fn timed_value<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> io::Result<T> {
     tokio::time::timeout(limit, fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "stream timed out"))

@@ -46,7 +46,12 @@ impl Decoder {
 
     /// Decode from `input`, appending data to `out`. Returns the bytes consumed; stops at the
     /// end of the body (bytes after it belong to the next request). `max` bounds `out`.
-    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>, max: u64) -> Result<usize, HttpError> {
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        max: u64,
+    ) -> Result<usize, HttpError> {
         let mut i = 0;
         while i < input.len() && self.state != State::Done {
             let b = input[i];
@@ -196,14 +201,19 @@ mod tests {
             b"5\r\nhello\r\n0\r\n\n",
         ] {
             let mut out = Vec::new();
-            assert!(Decoder::default().decode(raw, &mut out, 1 << 20).is_err(), "{raw:?}");
+            assert!(
+                Decoder::default().decode(raw, &mut out, 1 << 20).is_err(),
+                "{raw:?}"
+            );
         }
     }
 
     #[test]
     fn enforces_the_body_limit() {
         let mut out = Vec::new();
-        let e = Decoder::default().decode(b"10\r\n", &mut out, 8).unwrap_err();
+        let e = Decoder::default()
+            .decode(b"10\r\n", &mut out, 8)
+            .unwrap_err();
         assert_eq!(e.status, 413);
     }
 }

@@ -19,17 +19,21 @@ pub enum Framing {
 
 /// Headers the core writes itself; a handler's copies are dropped.
 fn core_managed(name: &str) -> bool {
-    ["content-length", "transfer-encoding", "connection", "date", "keep-alive"]
-        .iter()
-        .any(|n| n.eq_ignore_ascii_case(name))
+    [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "date",
+        "keep-alive",
+    ]
+    .iter()
+    .any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// A header the handler set that would break the response framing.
 pub fn invalid_header(h: &HeaderPair) -> bool {
     let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
-    h.name.is_empty()
-        || h.name.bytes().any(|b| !is_token(b))
-        || bad(&h.value)
+    h.name.is_empty() || h.name.bytes().any(|b| !is_token(b)) || bad(&h.value)
 }
 
 fn is_token(b: u8) -> bool {
@@ -45,7 +49,11 @@ pub fn write_head(
     framing: Framing,
     keep_alive: bool,
 ) {
-    out.extend_from_slice(if minor == 0 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+    out.extend_from_slice(if minor == 0 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
     let mut num = itoa::Buffer::new();
     out.extend_from_slice(num.format(status).as_bytes());
     out.push(b' ');
@@ -109,7 +117,10 @@ mod tests {
     #[test]
     fn writes_status_headers_and_length() {
         let mut out = Vec::new();
-        let headers = [pair("Content-Type", "text/plain"), pair("Content-Length", "999")];
+        let headers = [
+            pair("Content-Type", "text/plain"),
+            pair("Content-Length", "999"),
+        ];
         write_head(&mut out, 1, 200, &headers, Framing::Length(5), true);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{text}");
@@ -130,7 +141,9 @@ mod tests {
         assert!(text.contains("Connection: close"));
         let mut out = Vec::new();
         write_head(&mut out, 0, 200, &[], Framing::Length(0), true);
-        assert!(String::from_utf8(out).unwrap().contains("Connection: keep-alive"));
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .contains("Connection: keep-alive"));
     }
 
     #[test]

@@ -177,7 +177,9 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
             }
             17 if h.name.eq_ignore_ascii_case("transfer-encoding") => {
                 if chunked || !v.eq_ignore_ascii_case(b"chunked") {
-                    return Err(bad("unsupported Transfer-Encoding (only a single `chunked`)"));
+                    return Err(bad(
+                        "unsupported Transfer-Encoding (only a single `chunked`)",
+                    ));
                 }
                 chunked = true;
             }
@@ -235,11 +237,7 @@ fn has_close(v: &[u8]) -> bool {
 
 /// Origin form, absolute form (`http://host/path`), or `*` for OPTIONS. Returns the origin-form
 /// part and, for absolute form, the authority.
-fn split_target(
-    method: &str,
-    target: &str,
-    span: Span,
-) -> Result<(Span, Option<Span>), HttpError> {
+fn split_target(method: &str, target: &str, span: Span) -> Result<(Span, Option<Span>), HttpError> {
     if target.starts_with('/') {
         return Ok((span, None));
     }
@@ -284,9 +282,9 @@ fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
         }
     };
     let host = &text[..without_port];
-    let ok = host.iter().all(|&b| {
-        b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]:".contains(&b)
-    });
+    let ok = host
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]:".contains(&b));
     if !ok {
         return Err(bad("invalid characters in Host"));
     }
@@ -307,8 +305,14 @@ fn check_port(rest: &[u8]) -> Result<(), HttpError> {
 
 fn trim(buf: &[u8], span: Span) -> Span {
     let v = span.get(buf);
-    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     span.sub(start, end)
 }
 
@@ -333,9 +337,7 @@ fn check_partial_size(data: &[u8], limits: &Limits) -> Result<(), HttpError> {
 
 fn too_large(data: &[u8], limits: &Limits) -> HttpError {
     match memchr::memchr(b'\n', data) {
-        Some(n) if n <= limits.max_request_line => {
-            HttpError::new(431, "request headers too large")
-        }
+        Some(n) if n <= limits.max_request_line => HttpError::new(431, "request headers too large"),
         _ => HttpError::new(414, "request line too long"),
     }
 }
@@ -384,7 +386,9 @@ mod tests {
 
     #[test]
     fn partial_until_blank_line() {
-        assert!(parse(b"GET / HTTP/1.1\r\nHost: a\r\n", &limits()).unwrap().is_none());
+        assert!(parse(b"GET / HTTP/1.1\r\nHost: a\r\n", &limits())
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -403,7 +407,9 @@ mod tests {
         assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
         assert!(ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
         assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
-        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+        assert!(
+            !ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n").keep_alive
+        );
     }
 
     #[test]
@@ -446,7 +452,10 @@ mod tests {
     #[test]
     fn other_statuses() {
         assert_eq!(err("GET / HTTP/2.0\r\n\r\n").status, 505);
-        assert_eq!(err("GET / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n").status, 417);
+        assert_eq!(
+            err("GET / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n").status,
+            417
+        );
         let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(9000));
         assert_eq!(parse(long.as_bytes(), &limits()).unwrap_err().status, 414);
         let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "a".repeat(17000));
@@ -472,6 +481,9 @@ mod tests {
 
     #[test]
     fn expect_continue_only_on_11() {
-        assert!(ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
+        assert!(
+            ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n")
+                .expect_continue
+        );
     }
 }

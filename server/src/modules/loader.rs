@@ -33,7 +33,8 @@ pub fn load_library(path: &Path) -> Result<ModuleRef, String> {
     if !path.exists() {
         return Err(format!("module library {what}: no such file"));
     }
-    let header = lib_header_from_path(path).map_err(|e| format!("module library {what}: {}", describe(&e)))?;
+    let header = lib_header_from_path(path)
+        .map_err(|e| format!("module library {what}: {}", describe(&e)))?;
     header
         .init_root_module::<ModuleRef>()
         .map_err(|e| format!("module library {what}: {}", describe(&e)))

@@ -39,9 +39,18 @@ mod tests {
 
     #[test]
     fn parses_nxweb_style_interfaces() {
-        assert_eq!(parse_interface(":8055").unwrap(), "0.0.0.0:8055".parse().unwrap());
-        assert_eq!(parse_interface("[::1]:80").unwrap(), "[::1]:80".parse().unwrap());
-        assert_eq!(parse_interface("127.0.0.1:1").unwrap(), "127.0.0.1:1".parse().unwrap());
+        assert_eq!(
+            parse_interface(":8055").unwrap(),
+            "0.0.0.0:8055".parse().unwrap()
+        );
+        assert_eq!(
+            parse_interface("[::1]:80").unwrap(),
+            "[::1]:80".parse().unwrap()
+        );
+        assert_eq!(
+            parse_interface("127.0.0.1:1").unwrap(),
+            "127.0.0.1:1".parse().unwrap()
+        );
         assert!(parse_interface("nonsense").is_err());
     }
 }

@@ -24,8 +24,17 @@ struct TestKit;
 
 impl Module for TestKit {
     const NAME: &'static str = "testkit";
-    const HANDLERS: &'static [&'static str] =
-        &["panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text"];
+    const HANDLERS: &'static [&'static str] = &[
+        "panic",
+        "decline",
+        "echo",
+        "stream",
+        "fail",
+        "async",
+        "sleep-worker",
+        "bad-header",
+        "text",
+    ];
     const FILTERS: &'static [&'static str] = &["tag"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
@@ -34,7 +43,10 @@ impl Module for TestKit {
 
     fn new_handler(&self, kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
         let conf: Conf = parse_config(route)?;
-        Ok(handler_box(Kit { kind: kind.to_owned(), conf }))
+        Ok(handler_box(Kit {
+            kind: kind.to_owned(),
+            conf,
+        }))
     }
 
     fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
@@ -64,7 +76,10 @@ impl Handler for Kit {
             }
             "stream" => {
                 resp.content_type("text/plain");
-                resp.body_stream(Chunks { left: self.conf.chunks, n: 0 });
+                resp.body_stream(Chunks {
+                    left: self.conf.chunks,
+                    n: 0,
+                });
                 Outcome::Done
             }
             "async" => {
@@ -77,7 +92,10 @@ impl Handler for Kit {
             }
             "sleep-worker" => {
                 std::thread::sleep(Duration::from_millis(200));
-                resp.text(format!("slept on {}", std::thread::current().name().unwrap_or("?")));
+                resp.text(format!(
+                    "slept on {}",
+                    std::thread::current().name().unwrap_or("?")
+                ));
                 Outcome::Done
             }
             _ => {
@@ -120,13 +138,18 @@ struct Chunks {
 }
 
 impl BodyStream for Chunks {
-    fn poll_chunk(&mut self, _cx: &mut FfiContext<'_>) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+    fn poll_chunk(
+        &mut self,
+        _cx: &mut FfiContext<'_>,
+    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
         if self.left == 0 {
             return FfiPoll::Ready(ROption::RNone);
         }
         self.left -= 1;
         self.n += 1;
-        FfiPoll::Ready(ROption::RSome(RResult::ROk(format!("chunk {}\n", self.n).into_bytes().into())))
+        FfiPoll::Ready(ROption::RSome(RResult::ROk(
+            format!("chunk {}\n", self.n).into_bytes().into(),
+        )))
     }
 }
 

@@ -1,0 +1,150 @@
+//! The module loader and the ABI boundary: checked loading, clear refusals, panics contained.
+
+mod common;
+
+use std::process::Command;
+
+use common::{module_lib, osprey_bin, Server, TempDir};
+
+/// Run `osprey -t` on a configuration; returns (success, stderr + stdout).
+fn check(config: &str, args: &[&str]) -> (bool, String) {
+    let dir = TempDir::new("mod");
+    let conf = dir.write("c.json", config);
+    let out = Command::new(osprey_bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn loads_by_path_and_by_flag() {
+    let hello = module_lib("hello");
+    let config = format!(
+        r#"{{"load": [{{"so": "{}"}}], "routing": [{{"prefix": "/h", "handler": "hello"}}]}}"#,
+        hello.display()
+    );
+    let (ok, text) = check(&config, &[]);
+    assert!(ok, "{text}");
+    let (ok, text) = check(
+        r#"{"routing": [{"prefix": "/h", "handler": "hello"}]}"#,
+        &["-M", hello.to_str().unwrap()],
+    );
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn missing_library_is_one_clear_line() {
+    let (ok, text) = check(r#"{"load": [{"so": "/nonexistent/libx.so"}]}"#, &[]);
+    assert!(!ok);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("/nonexistent/libx.so") && text.contains("no such file"),
+        "{text}"
+    );
+}
+
+#[test]
+fn library_without_export_is_refused() {
+    let lib = module_lib("not_a_module");
+    let (ok, text) = check(
+        &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
+        &[],
+    );
+    assert!(!ok);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("not_a_module") && text.contains("is not an Osprey module"),
+        "{text}"
+    );
+}
+
+#[test]
+fn abi_mismatch_is_refused_before_any_module_code_runs() {
+    let lib = module_lib("abi_mismatch");
+    let (ok, text) = check(
+        &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
+        &[],
+    );
+    assert!(!ok);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("abi_mismatch") && text.contains("incompatible osprey-sdk"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_handler_names_the_route_and_known_types() {
+    let (ok, text) = check("{\"load\": [{\"so\": \"hello\"}],\n \"routing\": [\n  {\"prefix\": \"/x\", \"handler\": \"helo\"}]}", &[]);
+    assert!(!ok);
+    assert!(text.contains(":3: key `routing[0]`"), "{text}");
+    assert!(
+        text.contains("`helo`") && text.contains("known: hello"),
+        "{text}"
+    );
+}
+
+#[test]
+fn module_rejects_unknown_route_keys_with_file_line() {
+    let (ok, text) = check("{\"load\": [{\"so\": \"testkit\"}],\n\"routing\": [{\"prefix\": \"/x\",\n \"handler\": \"text\",\n \"txet\": \"typo\"}]}", &[]);
+    assert!(!ok);
+    assert!(text.contains("c.json:4"), "{text}");
+    assert!(text.contains("unknown key `txet`"), "{text}");
+}
+
+#[test]
+fn same_library_twice_is_loaded_once() {
+    let hello = module_lib("hello");
+    let (ok, text) = check(
+        r#"{"load": [{"so": "hello"}]}"#,
+        &["-M", hello.to_str().unwrap()],
+    );
+    // The same library twice is fine (loaded once).
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn panicking_handler_is_500_and_the_server_keeps_serving() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}], "routing": [
+            {"prefix": "/panic", "handler": "panic"},
+            {"prefix": "/ok", "handler": "text", "text": "fine"}]}"#,
+    );
+    let mut s = srv.connect();
+    use std::io::Write;
+    s.write_all(b"GET /panic HTTP/1.1\r\nHost: a\r\n\r\nGET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").unwrap();
+    let raw = common::read_to_close(&mut s);
+    let all = common::Response::parse_all(raw.as_bytes());
+    assert_eq!(all.len(), 2, "{raw}");
+    assert_eq!(all[0].status, 500);
+    assert_eq!(all[1].text(), "fine");
+    for _ in 0..5 {
+        assert_eq!(srv.get("/panic").status, 500);
+    }
+    assert_eq!(srv.get("/ok").text(), "fine");
+    assert!(
+        srv.log_text().contains("testkit panics on purpose"),
+        "{}",
+        srv.log_text()
+    );
+}
+
+#[test]
+fn lifecycle_hooks_and_module_config_reach_modules() {
+    // modules.<name> for a module that is not loaded is an error naming the key.
+    let (ok, text) = check(
+        "{\"load\": [{\"so\": \"hello\"}],\n\"modules\": {\n \"nosuch\": {}}}",
+        &[],
+    );
+    assert!(!ok);
+    assert!(text.contains(":3: key `modules.nosuch`"), "{text}");
+}
