@@ -9,7 +9,8 @@ use crate::report::Report;
 const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
-    let font = std::fs::read(FONT).map_err(|e| format!("{FONT}: {e} (apt-get install fonts-dejavu-core)"))?;
+    let font = std::fs::read(FONT)
+        .map_err(|e| format!("{FONT}: {e} (apt-get install fonts-dejavu-core)"))?;
     let font: &'static [u8] = Box::leak(font.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, font)
         .map_err(|_| "cannot load the chart font".to_string())?;
@@ -23,7 +24,10 @@ pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
     let root = BitMapBackend::new(path, (1200, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Osprey / nginx (same machine, server on one core)", ("sans-serif", 26))
+        .caption(
+            "Osprey / nginx (same machine, server on one core)",
+            ("sans-serif", 26),
+        )
         .margin(20)
         .x_label_area_size(150)
         .y_label_area_size(60)
@@ -42,7 +46,11 @@ pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
                 String::new()
             }
         })
-        .x_label_style(("sans-serif", 14).into_font().transform(FontTransform::Rotate90))
+        .x_label_style(
+            ("sans-serif", 14)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
         .y_desc("ratio to nginx (higher is better)")
         .draw()
         .map_err(|e| e.to_string())?;
@@ -59,13 +67,19 @@ pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
     chart
         .draw_series(report.scenarios.iter().enumerate().map(|(i, s)| {
             let x = i as f64;
-            Rectangle::new([(x + 0.52, 0.0), (x + 0.9, 1.0 / s.cpu_ratio().max(1e-9))], efficiency.filled())
+            Rectangle::new(
+                [(x + 0.52, 0.0), (x + 0.9, 1.0 / s.cpu_ratio().max(1e-9))],
+                efficiency.filled(),
+            )
         }))
         .map_err(|e| e.to_string())?
         .label("CPU efficiency ratio (nginx CPU/req ÷ osprey CPU/req)")
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], efficiency.filled()));
     chart
-        .draw_series(LineSeries::new([(0.0, 1.0), (n as f64, 1.0)], BLACK.stroke_width(2)))
+        .draw_series(LineSeries::new(
+            [(0.0, 1.0), (n as f64, 1.0)],
+            BLACK.stroke_width(2),
+        ))
         .map_err(|e| e.to_string())?;
     chart
         .configure_series_labels()

@@ -15,10 +15,14 @@ pub fn bytes_per_connection(pid: u32, port: u16, count: usize) -> Result<f64, St
     let request = b"GET /benchmark-inprocess HTTP/1.1\r\nHost: bench\r\n\r\n";
     let mut buf = [0u8; 1024];
     for i in 0..count {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connection {i}: {e}"))?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let mut s =
+            TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connection {i}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
         s.write_all(request).map_err(|e| e.to_string())?;
-        let n = s.read(&mut buf).map_err(|e| format!("connection {i}: {e}"))?;
+        let n = s
+            .read(&mut buf)
+            .map_err(|e| format!("connection {i}: {e}"))?;
         if !buf[..n].starts_with(b"HTTP/1.1 200") {
             return Err(format!("connection {i}: unexpected answer"));
         }

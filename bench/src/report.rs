@@ -101,7 +101,15 @@ impl Report {
     pub fn table(&self) -> String {
         let mut out = format!(
             "{:<22} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}  targets\n",
-            "scenario", "osprey r/s", "nginx r/s", "ratio", "o p99 ms", "n p99 ms", "o us/req", "n us/req", "cpu"
+            "scenario",
+            "osprey r/s",
+            "nginx r/s",
+            "ratio",
+            "o p99 ms",
+            "n p99 ms",
+            "o us/req",
+            "n us/req",
+            "cpu"
         );
         for s in &self.scenarios {
             let checks: Vec<String> = s

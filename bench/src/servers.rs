@@ -172,7 +172,10 @@ fn wait_listening(r: &mut Running) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
         if let Ok(Some(status)) = r.child.try_wait() {
-            return Err(format!("{} exited at start ({status}); see its log in the work dir", r.kind.name()));
+            return Err(format!(
+                "{} exited at start ({status}); see its log in the work dir",
+                r.kind.name()
+            ));
         }
         if TcpStream::connect(("127.0.0.1", r.port)).is_ok() {
             return Ok(());

@@ -33,10 +33,17 @@ impl WrkRun<'_> {
         if !self.keep_alive {
             cmd.arg("-H").arg("Connection: close");
         }
-        let out = cmd.arg(self.url).output().map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+        let out = cmd
+            .arg(self.url)
+            .output()
+            .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
-            return Err(format!("wrk failed: {}{}", text, String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "wrk failed: {}{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         parse(&text).ok_or_else(|| format!("cannot read wrk's report:\n{text}"))
     }

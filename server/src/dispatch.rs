@@ -33,7 +33,7 @@ pub struct Peer {
 /// thread and back.
 pub struct Exchange {
     pub buf: Vec<u8>,
-    pub head: Head,
+    pub head: Box<Head>,
     pub body: BodyLoc,
     pub resp: Response,
 }
@@ -254,7 +254,7 @@ async fn run_handler(
 }
 
 /// An exchange whose buffer went to a busy pool: only the head survives, for framing.
-fn lost(head: Head, status: u16) -> Exchange {
+fn lost(head: Box<Head>, status: u16) -> Exchange {
     let mut resp = Response::default();
     error_response(&mut resp, status, "the server is busy");
     Exchange {

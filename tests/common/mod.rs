@@ -21,12 +21,14 @@ pub fn lib_dir() -> PathBuf {
 /// A built module library, e.g. `module_lib("hello")`.
 pub fn module_lib(name: &str) -> PathBuf {
     let file = format!("libosprey_{}.so", name.replace('-', "_"));
-    for dir in [lib_dir(), lib_dir().join("deps")] {
-        if dir.join(&file).exists() {
-            return dir.join(&file);
-        }
-    }
-    panic!("module library {file} not built in {}", lib_dir().display());
+    // The newest of the two copies cargo keeps (see the loader's resolve_library).
+    [lib_dir(), lib_dir().join("deps")]
+        .iter()
+        .map(|d| d.join(&file))
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max_by_key(|(m, _)| *m)
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("module library {file} not built in {}", lib_dir().display()))
 }
 
 /// A free TCP port on 127.0.0.1.

@@ -65,72 +65,100 @@ impl Conn {
         shared: &Arc<Shared>,
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<()> {
-        let limits = &shared.config.limits;
-        let timeouts = &shared.timeouts;
         loop {
             let head = match self.read_head(io, shared, stop).await {
                 Ok(head) => head,
-                Err(HeadError::Closed) => return self.flush(io, timeouts.write).await,
-                Err(HeadError::Http(e)) => return self.fail(io, shared, 1, e).await,
+                // read_head flushed pending output before it waited.
+                Err(HeadError::Closed) => return Ok(()),
+                Err(HeadError::Http(e)) => {
+                    let failing = Box::pin(self.fail(io, shared, 1, e));
+                    return failing.await;
+                }
             };
-            let limit = body_limit(shared, &self.buf, &head, peer.secure);
-            let (body, used) =
-                match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
-                    Ok(found) => found,
-                    Err(e) => return self.fail(io, shared, head.minor, e).await,
-                };
-            self.served += 1;
-            let minor = head.minor;
-            let is_head = head.method(&self.buf) == "HEAD";
-            let keep_alive = head.keep_alive
-                && self.served < limits.max_requests_per_connection
-                && !*stop.borrow();
-            let ex = Exchange {
-                buf: std::mem::take(&mut self.buf),
-                head,
-                body,
-                resp: pool::take_response(),
+            // Boxed: the request's state (head, exchange, handler futures) is large, and an idle
+            // connection's task must stay small, so it is allocated only while a request runs.
+            // (Built in its own statement, so the unboxed future takes no room in this one.)
+            let request = Box::pin(self.serve_request(io, peer, shared, stop, head));
+            let more = request.await?;
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Read the body, dispatch, respond. Returns whether the connection stays open.
+    async fn serve_request<I: Io>(
+        &mut self,
+        io: &mut I,
+        peer: &Arc<Peer>,
+        shared: &Arc<Shared>,
+        stop: &watch::Receiver<bool>,
+        head: Box<Head>,
+    ) -> std::io::Result<bool> {
+        let limits = &shared.config.limits;
+        let timeouts = &shared.timeouts;
+        let limit = body_limit(shared, &self.buf, &head, peer.secure);
+        let (body, used) =
+            match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
+                Ok(found) => found,
+                Err(e) => {
+                    self.fail(io, shared, head.minor, e).await?;
+                    return Ok(false);
+                }
             };
-            let Some(mut ex) = dispatch(shared, peer, ex).await else {
-                // A worker job failed and took the request with it.
-                let mut resp = pool::take_response();
-                error_response(&mut resp, 500, "");
-                respond::write_response(
-                    io,
-                    &mut self.out,
-                    minor,
-                    is_head,
-                    &mut resp,
-                    false,
-                    timeouts.write,
-                )
-                .await?;
-                pool::give_response(resp);
-                return self.flush(io, timeouts.write).await;
-            };
-            self.buf = std::mem::take(&mut ex.buf);
-            let sent = respond::write_response(
+        self.served += 1;
+        let minor = head.minor;
+        let is_head = head.method(&self.buf) == "HEAD";
+        let keep_alive =
+            head.keep_alive && self.served < limits.max_requests_per_connection && !*stop.borrow();
+        let ex = Exchange {
+            buf: std::mem::take(&mut self.buf),
+            head,
+            body,
+            resp: pool::take_response(),
+        };
+        let Some(mut ex) = dispatch(shared, peer, ex).await else {
+            // A worker job failed and took the request with it.
+            let mut resp = pool::take_response();
+            error_response(&mut resp, 500, "");
+            respond::write_response(
                 io,
                 &mut self.out,
                 minor,
                 is_head,
-                &mut ex.resp,
-                keep_alive,
+                &mut resp,
+                false,
                 timeouts.write,
             )
             .await?;
-            pool::give_response(ex.resp);
-            // Keep pipelined bytes that follow this request.
-            self.buf.drain(..used.min(self.buf.len()));
-            if !sent.keep_alive {
-                self.flush(io, timeouts.write).await?;
-                io.close().await;
-                return Ok(());
-            }
-            if self.buf.is_empty() || self.out.len() >= FLUSH_AT {
-                self.flush(io, timeouts.write).await?;
-            }
+            pool::give_response(resp);
+            self.flush(io, timeouts.write).await?;
+            return Ok(false);
+        };
+        self.buf = std::mem::take(&mut ex.buf);
+        let sent = respond::write_response(
+            io,
+            &mut self.out,
+            minor,
+            is_head,
+            &mut ex.resp,
+            keep_alive,
+            timeouts.write,
+        )
+        .await?;
+        pool::give_response(ex.resp);
+        // Keep pipelined bytes that follow this request.
+        self.buf.drain(..used.min(self.buf.len()));
+        if !sent.keep_alive {
+            self.flush(io, timeouts.write).await?;
+            io.close().await;
+            return Ok(false);
         }
+        let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
+        if !next_head_buffered || self.out.len() >= FLUSH_AT {
+            self.flush(io, timeouts.write).await?;
+        }
+        Ok(true)
     }
 
     /// Wait for a complete head. While idle the connection holds no buffer.
@@ -139,21 +167,24 @@ impl Conn {
         io: &mut I,
         shared: &Shared,
         stop: &mut watch::Receiver<bool>,
-    ) -> Result<Head, HeadError> {
+    ) -> Result<Box<Head>, HeadError> {
         let limits = &shared.config.limits;
         let timeouts = &shared.timeouts;
         let mut deadline: Option<Instant> = None;
         loop {
             if !self.buf.is_empty() {
                 if let Some(head) = parse(&self.buf, limits).map_err(HeadError::Http)? {
-                    return Ok(head);
+                    // Boxed: kept inline, the head would bloat every idle connection's task.
+                    return Ok(Box::new(head));
                 }
                 deadline.get_or_insert_with(|| Instant::now() + timeouts.header);
             }
-            // Before waiting, send what pipelined requests produced.
-            self.flush(io, timeouts.write)
-                .await
-                .map_err(|_| HeadError::Closed)?;
+            // Before waiting, send what pipelined requests produced (rare here: serve_request
+            // flushes unless another head is already buffered; boxed to keep idle tasks small).
+            if !self.out.is_empty() {
+                let flushing = Box::pin(self.flush(io, timeouts.write));
+                flushing.await.map_err(|_| HeadError::Closed)?;
+            }
             if self.buf.is_empty() {
                 pool::give_buffer(std::mem::take(&mut self.buf));
                 pool::give_buffer(std::mem::take(&mut self.out));

@@ -15,15 +15,17 @@ pub fn resolve_library(name: &str) -> PathBuf {
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_default();
     let file_names = [format!("libosprey_{name}.so"), format!("lib{name}.so")];
-    for dir in [exe_dir.clone(), exe_dir.join("deps")] {
-        for file in &file_names {
-            let candidate = dir.join(file);
-            if candidate.exists() {
-                return candidate;
-            }
-        }
+    // Cargo leaves a copy in the binary's directory and another in deps/; a build of only some
+    // packages refreshes just one of them, so the newest wins.
+    let newest = [exe_dir.clone(), exe_dir.join("deps")]
+        .iter()
+        .flat_map(|dir| file_names.iter().map(move |f| dir.join(f)))
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max_by_key(|(modified, _)| *modified);
+    match newest {
+        Some((_, path)) => path,
+        None => exe_dir.join(&file_names[0]),
     }
-    exe_dir.join(&file_names[0])
 }
 
 /// Load a module library with abi_stable's checked loading: the SDK version and the layout
