@@ -79,7 +79,10 @@ fn get_and_head_by_sendfile_and_from_memory() {
         assert_eq!(r.header("content-type"), Some("application/octet-stream"));
         assert_eq!(r.header("accept-ranges"), Some("bytes"));
         let etag = r.header("etag").unwrap();
-        assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() > 4, "{etag}");
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"') && etag.len() > 4,
+            "{etag}"
+        );
         let lm = r.header("last-modified").unwrap();
         assert!(httpdate_ok(lm), "{lm}");
 
@@ -87,8 +90,15 @@ fn get_and_head_by_sendfile_and_from_memory() {
         assert_eq!(h.status, 200);
         assert_eq!(h.header("content-length"), Some("307200"));
         assert_eq!(h.header("etag"), Some(etag));
-        let raw = raw_bytes(&srv, b"HEAD /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        assert!(raw.ends_with(b"\r\n\r\n"), "HEAD sent a body: {:?}", String::from_utf8_lossy(&raw));
+        let raw = raw_bytes(
+            &srv,
+            b"HEAD /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(
+            raw.ends_with(b"\r\n\r\n"),
+            "HEAD sent a body: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
 
         let r = get(&srv, "/a.txt", &[]);
         assert_eq!((r.status, r.text().as_str()), (200, "hello static\n"));
@@ -117,7 +127,10 @@ fn pipelined_file_bodies_keep_their_order() {
 
 #[test]
 fn changed_and_deleted_files_are_not_served_stale_after_cache_ttl() {
-    for extra in [r#", "cache_ttl": 0.1"#, r#", "cache_ttl": 0.1, "memcache": true"#] {
+    for extra in [
+        r#", "cache_ttl": 0.1"#,
+        r#", "cache_ttl": 0.1, "memcache": true"#,
+    ] {
         let t = site();
         let srv = start(&t.path().join("www"), extra);
         assert_eq!(get(&srv, "/a.txt", &[]).text(), "hello static\n");
@@ -155,14 +168,30 @@ fn conditional_requests_answer_304() {
     let list = format!("\"nope\", W/{etag}");
     assert_eq!(get(&srv, "/a.txt", &[("If-None-Match", &list)]).status, 304);
     assert_eq!(get(&srv, "/a.txt", &[("If-None-Match", "*")]).status, 304);
-    assert_eq!(get(&srv, "/a.txt", &[("If-None-Match", "\"other\"")]).status, 200);
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-None-Match", "\"other\"")]).status,
+        200
+    );
 
-    assert_eq!(get(&srv, "/a.txt", &[("If-Modified-Since", &lm)]).status, 304);
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Modified-Since", &lm)]).status,
+        304
+    );
     let old = "Sat, 01 Jan 2000 00:00:00 GMT";
-    assert_eq!(get(&srv, "/a.txt", &[("If-Modified-Since", old)]).status, 200);
-    assert_eq!(get(&srv, "/a.txt", &[("If-Modified-Since", "garbage")]).status, 200);
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Modified-Since", old)]).status,
+        200
+    );
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Modified-Since", "garbage")]).status,
+        200
+    );
     // If-None-Match wins over If-Modified-Since.
-    let r = get(&srv, "/a.txt", &[("If-None-Match", "\"other\""), ("If-Modified-Since", &lm)]);
+    let r = get(
+        &srv,
+        "/a.txt",
+        &[("If-None-Match", "\"other\""), ("If-Modified-Since", &lm)],
+    );
     assert_eq!(r.status, 200);
 }
 
@@ -178,13 +207,19 @@ fn ranges_single_suffix_open_unsatisfiable_and_multipart() {
         assert_eq!(r.body, &whole[10..20]);
 
         let r = get(&srv, "/big.bin", &[("Range", "bytes=-100")]);
-        assert_eq!((r.status, r.header("content-range")), (206, Some("bytes 307100-307199/307200")));
+        assert_eq!(
+            (r.status, r.header("content-range")),
+            (206, Some("bytes 307100-307199/307200"))
+        );
         assert_eq!(r.body, &whole[307100..]);
 
         let r = get(&srv, "/big.bin", &[("Range", "bytes=307000-")]);
         assert_eq!(r.body, &whole[307000..]);
         let r = get(&srv, "/big.bin", &[("Range", "bytes=307190-999999")]);
-        assert_eq!(r.header("content-range"), Some("bytes 307190-307199/307200"));
+        assert_eq!(
+            r.header("content-range"),
+            Some("bytes 307190-307199/307200")
+        );
 
         let r = get(&srv, "/big.bin", &[("Range", "bytes=307200-")]);
         assert_eq!(r.status, 416);
@@ -196,7 +231,9 @@ fn ranges_single_suffix_open_unsatisfiable_and_multipart() {
         let r = get(&srv, "/big.bin", &[("Range", "bytes=0-1, 100-104")]);
         assert_eq!(r.status, 206);
         let ct = r.header("content-type").unwrap();
-        let boundary = ct.strip_prefix("multipart/byteranges; boundary=").expect(ct);
+        let boundary = ct
+            .strip_prefix("multipart/byteranges; boundary=")
+            .expect(ct);
         let body = r.body.clone();
         let mut expected = Vec::new();
         for (a, b) in [(0, 1), (100, 104)] {
@@ -207,11 +244,37 @@ fn ranges_single_suffix_open_unsatisfiable_and_multipart() {
         assert_eq!(body, expected);
 
         // If-Range: the range only when the validator still matches.
-        let etag = get(&srv, "/big.bin", &[]).header("etag").unwrap().to_owned();
-        let lm = get(&srv, "/big.bin", &[]).header("last-modified").unwrap().to_owned();
-        assert_eq!(get(&srv, "/big.bin", &[("Range", "bytes=0-0"), ("If-Range", &etag)]).status, 206);
-        assert_eq!(get(&srv, "/big.bin", &[("Range", "bytes=0-0"), ("If-Range", &lm)]).status, 206);
-        let r = get(&srv, "/big.bin", &[("Range", "bytes=0-0"), ("If-Range", "\"old\"")]);
+        let etag = get(&srv, "/big.bin", &[])
+            .header("etag")
+            .unwrap()
+            .to_owned();
+        let lm = get(&srv, "/big.bin", &[])
+            .header("last-modified")
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            get(
+                &srv,
+                "/big.bin",
+                &[("Range", "bytes=0-0"), ("If-Range", &etag)]
+            )
+            .status,
+            206
+        );
+        assert_eq!(
+            get(
+                &srv,
+                "/big.bin",
+                &[("Range", "bytes=0-0"), ("If-Range", &lm)]
+            )
+            .status,
+            206
+        );
+        let r = get(
+            &srv,
+            "/big.bin",
+            &[("Range", "bytes=0-0"), ("If-Range", "\"old\"")],
+        );
         assert_eq!((r.status, r.body.len()), (200, 307200));
     }
 }
@@ -223,8 +286,14 @@ fn mime_types_and_charset() {
     let ct = |p: &str| get(&srv, p, &[]).header("content-type").map(str::to_owned);
     assert_eq!(ct("/style.css").as_deref(), Some("text/css; charset=utf-8"));
     assert_eq!(ct("/pic.png").as_deref(), Some("image/png"));
-    assert_eq!(ct("/data.json").as_deref(), Some("application/json; charset=utf-8"));
-    assert_eq!(ct("/blob.unknownext").as_deref(), Some("application/octet-stream"));
+    assert_eq!(
+        ct("/data.json").as_deref(),
+        Some("application/json; charset=utf-8")
+    );
+    assert_eq!(
+        ct("/blob.unknownext").as_deref(),
+        Some("application/octet-stream")
+    );
     assert_eq!(ct("/").as_deref(), Some("text/html; charset=utf-8"));
 }
 
@@ -271,7 +340,10 @@ fn per_host_document_roots() {
     t.write("secret.txt", "TOPSECRET");
     let srv = start(&t.path().join("{host}"), "");
     let on = |host: &str, path: &str| {
-        let raw = raw_bytes(&srv, format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes());
+        let raw = raw_bytes(
+            &srv,
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
         Response::parse(&raw)
     };
     assert_eq!(on("a.test", "/").text(), "site A");
@@ -282,9 +354,16 @@ fn per_host_document_roots() {
         assert_eq!(r.status, 400, "{bad}");
         assert!(!r.text().contains("TOPSECRET"));
     }
-    let raw = raw_bytes(&srv, b"GET /secret.txt HTTP/1.1\r\nHost: a/..\r\nConnection: close\r\n\r\n");
+    let raw = raw_bytes(
+        &srv,
+        b"GET /secret.txt HTTP/1.1\r\nHost: a/..\r\nConnection: close\r\n\r\n",
+    );
     assert!(!String::from_utf8_lossy(&raw).contains("TOPSECRET"));
-    assert!(raw.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&raw));
+    assert!(
+        raw.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
 }
 
 #[test]
@@ -292,7 +371,11 @@ fn precompressed_gzip_sibling() {
     let t = site();
     t.write("www/style.css.gz", b"\x1f\x8bfake-gzip-bytes");
     let srv = start(&t.path().join("www"), r#", "memcache": true"#);
-    let gz = get(&srv, "/style.css", &[("Accept-Encoding", "deflate, gzip;q=0.8")]);
+    let gz = get(
+        &srv,
+        "/style.css",
+        &[("Accept-Encoding", "deflate, gzip;q=0.8")],
+    );
     assert_eq!(gz.body, b"\x1f\x8bfake-gzip-bytes");
     assert_eq!(gz.header("content-encoding"), Some("gzip"));
     assert_eq!(gz.header("vary"), Some("Accept-Encoding"));
@@ -305,7 +388,10 @@ fn precompressed_gzip_sibling() {
     let refused = get(&srv, "/style.css", &[("Accept-Encoding", "gzip;q=0")]);
     assert_eq!(refused.text(), "body { color: red; }\n");
     // Files without a sibling say nothing about encodings.
-    assert_eq!(get(&srv, "/a.txt", &[("Accept-Encoding", "gzip")]).header("vary"), None);
+    assert_eq!(
+        get(&srv, "/a.txt", &[("Accept-Encoding", "gzip")]).header("vary"),
+        None
+    );
 }
 
 #[test]
@@ -335,10 +421,20 @@ fn nothing_outside_the_root_is_served() {
         assert!(!r.text().contains("TOPSECRET"), "{path}");
     }
     // A raw backslash (if the core lets it through) and double encoding find nothing.
-    for path in ["/..\\secret\\secret.txt", "/%252e%252e/secret/secret.txt", "/%252e%252e%252fsecret%252fsecret.txt"] {
-        let raw = raw_bytes(&srv, format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes());
+    for path in [
+        "/..\\secret\\secret.txt",
+        "/%252e%252e/secret/secret.txt",
+        "/%252e%252e%252fsecret%252fsecret.txt",
+    ] {
+        let raw = raw_bytes(
+            &srv,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
         let text = String::from_utf8_lossy(&raw);
-        assert!(text.starts_with("HTTP/1.1 400") || text.starts_with("HTTP/1.1 404"), "{path}: {text}");
+        assert!(
+            text.starts_with("HTTP/1.1 400") || text.starts_with("HTTP/1.1 404"),
+            "{path}: {text}"
+        );
         assert!(!text.contains("TOPSECRET"), "{path}");
     }
     // Symbolic links out of the root are not followed; inside it they are.
@@ -349,7 +445,10 @@ fn nothing_outside_the_root_is_served() {
     }
     assert_eq!(get(&srv, "/link-in", &[]).text(), "hello static\n");
     // %2f is a separator once decoded; inside the root that is harmless.
-    assert_eq!(get(&srv, "/sub%2findex.html", &[]).text(), "<p>sub index</p>");
+    assert_eq!(
+        get(&srv, "/sub%2findex.html", &[]).text(),
+        "<p>sub index</p>"
+    );
 
     let srv = start(&www, r#", "follow_symlinks": true"#);
     assert_eq!(get(&srv, "/link-out", &[]).text(), "TOPSECRET");
@@ -366,10 +465,16 @@ fn missing_files_fall_through_and_other_methods_are_refused() {
     assert_eq!(r.status, 200);
     assert!(r.text().contains("Hello, world"), "{}", r.text());
     assert_eq!(get(&srv, "/missing.txt", &[]).status, 404);
-    let raw = raw_bytes(&srv, b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let raw = raw_bytes(
+        &srv,
+        b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
     let r = Response::parse(&raw);
     assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD")));
-    let raw = raw_bytes(&srv, b"DELETE /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let raw = raw_bytes(
+        &srv,
+        b"DELETE /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(Response::parse(&raw).status, 404);
 }
 
@@ -380,12 +485,22 @@ fn bad_route_config_is_refused_with_key_and_line() {
         "bad.json",
         "{\n\"load\": [{\"so\": \"static\"}],\n\"routing\": [\n{\"handler\": \"sendfile\", \"dir\": \"www\",\n \"memcahce\": true}\n]\n}\n",
     );
-    let out = Command::new(common::osprey_bin()).arg("-t").arg("-c").arg(&conf).output().unwrap();
+    let out = Command::new(common::osprey_bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("memcahce") && err.contains(":5"), "{err}");
     std::fs::write(&conf, "{\"load\": [{\"so\": \"static\"}],\n\"routing\": [{\"handler\": \"static\", \"dir\": \"w\", \"cache_ttl\": -3}]}").unwrap();
-    let out = Command::new(common::osprey_bin()).arg("-t").arg("-c").arg(&conf).output().unwrap();
+    let out = Command::new(common::osprey_bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cache_ttl"));
 }
@@ -407,7 +522,8 @@ fn embedded_default_config_serves_the_sample_site() {
     for _ in 0..500 {
         if let Ok(mut s) = std::net::TcpStream::connect(addr) {
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(b"GET /style.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+            s.write_all(b"GET /style.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
             let _ = s.read_to_end(&mut answer);
             break;
         }
@@ -418,5 +534,8 @@ fn embedded_default_config_serves_the_sample_site() {
     let r = Response::parse(&answer);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
-    assert_eq!(r.body, std::fs::read(repo.join("conf/www/style.css")).unwrap());
+    assert_eq!(
+        r.body,
+        std::fs::read(repo.join("conf/www/style.css")).unwrap()
+    );
 }
