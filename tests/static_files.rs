@@ -315,6 +315,13 @@ fn index_files_and_directory_redirects() {
     assert_eq!((r.status, r.header("location")), (301, Some("/sub/")));
     let r = get(&srv, "/sub?a=1&b=2", &[]);
     assert_eq!(r.header("location"), Some("/sub/?a=1&b=2"));
+    // Never a protocol-relative Location (an open redirect to another host).
+    t.write("www/evil.example/index.html", "x");
+    let r = get(&srv, "//evil.example", &[]);
+    assert_eq!(
+        (r.status, r.header("location")),
+        (301, Some("/evil.example/"))
+    );
     // No index and no autoindex: declined, so the 404 page answers.
     assert_eq!(get(&srv, "/empty-dir/", &[]).status, 404);
     // A file named as a directory does not exist.

@@ -66,7 +66,9 @@ impl Handler for Static {
         match self.files.find(host, &clean) {
             Found::Missing => Outcome::Next,
             Found::Redirect => {
-                let mut location = format!("{}/", req.path.as_str());
+                // One leading `/` only: `//host/dir` would be a protocol-relative link to
+                // another site (an open redirect).
+                let mut location = format!("/{}/", req.path.as_str().trim_start_matches('/'));
                 if !req.query.is_empty() {
                     location.push('?');
                     location.push_str(req.query.as_str());

@@ -131,7 +131,7 @@ fn read_ranges(v: &Variant, ranges: &[(u64, u64)]) -> std::io::Result<Vec<Vec<u8
         .collect()
 }
 
-/// A boundary that cannot be guessed from the content (so it never occurs in it by design).
+/// A boundary unlikely to occur in the content: a hash of the ETag, a counter and the pid.
 fn boundary(etag: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::DefaultHasher::new();
