@@ -1,0 +1,115 @@
+//! `static`: serves files from a directory, as NXWEB's `sendfile` handler does.
+//!
+//! Small files can live in a memory cache (`memcache`), pre-read into shared bytes with their
+//! header values computed once, so a hit costs no system call; larger files stay open in an
+//! open-file cache and the core sends them with `sendfile(2)`. Cached entries are revalidated
+//! against the file (device, inode, size, mtime) once `cache_ttl` has passed. The handler runs
+//! inline on the network thread: see `docs/static.md` for why.
+
+mod autoindex;
+mod config;
+mod files;
+mod http;
+mod mime;
+mod open;
+mod path;
+mod serve;
+
+use osprey_sdk::params::{html_escape, percent_decode_path};
+use osprey_sdk::serde::Deserialize;
+use osprey_sdk::{
+    handler_box, parse_config, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response,
+};
+
+use crate::files::{Files, Found};
+
+struct StaticModule;
+
+/// `modules.static` takes no keys yet.
+#[derive(Deserialize)]
+#[serde(crate = "osprey_sdk::serde")]
+struct ModuleConfig {}
+
+impl Module for StaticModule {
+    const NAME: &'static str = "static";
+    const HANDLERS: &'static [&'static str] = &["sendfile", "static"];
+
+    fn new(config: &str) -> Result<Self, ConfigError> {
+        let _: ModuleConfig = parse_config(config)?;
+        Ok(StaticModule)
+    }
+
+    fn new_handler(&self, _type_name: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        let cfg = config::Config::parse(route)?;
+        Ok(handler_box(Static {
+            files: Files::new(cfg),
+        }))
+    }
+}
+
+struct Static {
+    files: Files,
+}
+
+impl Handler for Static {
+    fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome {
+        let cfg = self.files.config();
+        let clean = match path::clean(req.path_info.as_str()) {
+            Ok(clean) => clean,
+            Err(bad) => return refuse(resp, 400, bad.reason()),
+        };
+        let host = req.host.as_str();
+        if cfg.per_host && !path::host_ok(host) {
+            return refuse(resp, 400, "this Host cannot name a document root");
+        }
+        let read_only = matches!(req.method.as_str(), "GET" | "HEAD");
+        match self.files.find(host, &clean) {
+            Found::Missing => Outcome::Next,
+            Found::Redirect => {
+                // One leading `/` only: `//host/dir` would be a protocol-relative link to
+                // another site (an open redirect).
+                let mut location = format!("/{}/", req.path.as_str().trim_start_matches('/'));
+                if !req.query.is_empty() {
+                    location.push('?');
+                    location.push_str(req.query.as_str());
+                }
+                resp.redirect(301, &location);
+                Outcome::Done
+            }
+            Found::Directory(_) if !cfg.autoindex => Outcome::Next,
+            _ if !read_only => {
+                refuse(resp, 405, "static files answer GET and HEAD only");
+                resp.header("Allow", "GET, HEAD");
+                Outcome::Done
+            }
+            Found::Directory(dir) => {
+                let shown = percent_decode_path(req.path.as_str()).unwrap_or_default();
+                match autoindex::listing(&dir, &String::from_utf8_lossy(&shown)) {
+                    Ok(html) => {
+                        resp.html(html);
+                        Outcome::Done
+                    }
+                    Err(e) => {
+                        osprey_sdk::host::error(&format!(
+                            "static: listing {}: {e}",
+                            req.path.as_str()
+                        ));
+                        Outcome::Error(500)
+                    }
+                }
+            }
+            Found::File(entry) => serve::serve(req, resp, &entry),
+        }
+    }
+}
+
+/// An error page with a reason.
+fn refuse(resp: &mut Response, status: u16, reason: &str) -> Outcome {
+    resp.status(status).html(format!(
+        "<!DOCTYPE html>\n<html><head><title>{status}</title></head>\n<body><h1>{status}</h1>\n<p>{}</p>\n</body></html>\n",
+        html_escape(reason)
+    ));
+    Outcome::Done
+}
+
+osprey_sdk::export_module!(StaticModule);

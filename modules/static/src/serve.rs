@@ -1,0 +1,142 @@
+//! Answering from a cached file entry: validators, 304, ranges (206 / 416 / multipart), and
+//! the precompressed variant.
+
+use std::hash::{Hash, Hasher};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use osprey_sdk::{Body, Outcome, Request, Response};
+
+use crate::files::{Entry, Source, Variant};
+use crate::http::{self, Ranges, MAX_RANGES};
+
+/// A multipart answer is built in memory; beyond this many bytes the whole file is sent.
+const MULTIPART_LIMIT: u64 = 1024 * 1024;
+
+pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
+    let gz = entry.gz.as_ref().filter(|_| http::accepts_gzip(req));
+    let v = gz.unwrap_or(&entry.plain);
+    resp.header("Last-Modified", v.last_modified.clone())
+        .header("ETag", v.etag.clone());
+    if entry.gz.is_some() {
+        resp.header("Vary", "Accept-Encoding");
+    }
+    if gz.is_some() {
+        resp.header("Content-Encoding", "gzip");
+    }
+    if http::not_modified(req, &v.etag, v.mtime) {
+        resp.status(304);
+        return Outcome::Done;
+    }
+    resp.header("Accept-Ranges", "bytes");
+    let ranges = match http::if_range_ok(req, &v.etag, v.mtime) {
+        true => http::parse_ranges(req.header("range"), v.size),
+        false => Ranges::Full,
+    };
+    match ranges {
+        Ranges::Full => {
+            resp.header("Content-Type", entry.content_type);
+            full(resp, v);
+        }
+        Ranges::Unsatisfiable => {
+            resp.status(416)
+                .header("Content-Range", format!("bytes */{}", v.size))
+                .text("requested range not satisfiable\n");
+        }
+        Ranges::Some(r) if r.len() == 1 => {
+            let (first, last) = r[0];
+            resp.status(206)
+                .header("Content-Type", entry.content_type)
+                .header("Content-Range", format!("bytes {first}-{last}/{}", v.size));
+            resp.body = slice(v, first, last);
+        }
+        Ranges::Some(r) => {
+            let total: u64 = r.iter().map(|(a, b)| b - a + 1).sum();
+            match (r.len() <= MAX_RANGES && total <= MULTIPART_LIMIT).then(|| read_ranges(v, &r)) {
+                Some(Ok(parts)) => {
+                    let boundary = boundary(&v.etag);
+                    let refs: Vec<_> = r
+                        .iter()
+                        .copied()
+                        .zip(parts.iter().map(Vec::as_slice))
+                        .collect();
+                    resp.status(206)
+                        .header(
+                            "Content-Type",
+                            format!("multipart/byteranges; boundary={boundary}"),
+                        )
+                        .body(http::multipart(
+                            &boundary,
+                            entry.content_type,
+                            v.size,
+                            &refs,
+                        ));
+                }
+                Some(Err(e)) => {
+                    osprey_sdk::host::error(&format!("static: reading ranges: {e}"));
+                    return Outcome::Error(500);
+                }
+                None => {
+                    resp.header("Content-Type", entry.content_type);
+                    full(resp, v);
+                }
+            }
+        }
+    }
+    Outcome::Done
+}
+
+fn full(resp: &mut Response, v: &Variant) {
+    resp.body = match &v.source {
+        Source::Memory(bytes) => Body::Shared(bytes.clone()),
+        Source::File(file) => Body::File(osprey_sdk::FileRange {
+            file: file.clone(),
+            offset: 0,
+            len: v.size,
+        }),
+    };
+}
+
+fn slice(v: &Variant, first: u64, last: u64) -> Body {
+    match &v.source {
+        Source::Memory(bytes) => Body::Bytes(bytes[first as usize..=last as usize].to_vec().into()),
+        Source::File(file) => Body::File(osprey_sdk::FileRange {
+            file: file.clone(),
+            offset: first,
+            len: last - first + 1,
+        }),
+    }
+}
+
+fn read_ranges(v: &Variant, ranges: &[(u64, u64)]) -> std::io::Result<Vec<Vec<u8>>> {
+    ranges
+        .iter()
+        .map(|&(first, last)| match &v.source {
+            Source::Memory(bytes) => Ok(bytes[first as usize..=last as usize].to_vec()),
+            Source::File(file) => {
+                // SAFETY: the descriptor stays open while `file` (an RArc) is alive.
+                let fd = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
+                let mut buf = vec![0; (last - first + 1) as usize];
+                let mut done = 0;
+                while done < buf.len() {
+                    match nix::sys::uio::pread(fd, &mut buf[done..], (first + done as u64) as i64)?
+                    {
+                        0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                        n => done += n,
+                    }
+                }
+                Ok(buf)
+            }
+        })
+        .collect()
+}
+
+/// A boundary unlikely to occur in the content: a hash of the ETag, a counter and the pid.
+fn boundary(etag: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    etag.hash(&mut h);
+    COUNTER.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    std::process::id().hash(&mut h);
+    format!("osprey-{:016x}", h.finish())
+}
