@@ -1,6 +1,8 @@
 //! Test handlers: each exercises one promise of the core (panics, decline, streams, async
 //! answers, the worker pool, filters).
 
+mod origin;
+
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -25,7 +27,10 @@ struct TestKit;
 impl Module for TestKit {
     const NAME: &'static str = "testkit";
     const HANDLERS: &'static [&'static str] =
-        &["panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text"];
+        &[
+        "panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text", "counter",
+        "count", "file",
+    ];
     const FILTERS: &'static [&'static str] = &["tag"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
@@ -33,6 +38,12 @@ impl Module for TestKit {
     }
 
     fn new_handler(&self, kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        match kind {
+            "counter" => return Ok(handler_box(origin::Counter(parse_config::<origin::OriginConf>(route)?.into()))),
+            "file" => return Ok(handler_box(origin::File(parse_config::<origin::OriginConf>(route)?.into()))),
+            "count" => return Ok(handler_box(origin::Count)),
+            _ => {}
+        }
         let conf: Conf = parse_config(route)?;
         Ok(handler_box(Kit { kind: kind.to_owned(), conf }))
     }
