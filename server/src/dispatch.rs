@@ -191,6 +191,8 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
             None => {
                 let answer;
                 (ex, answer) = run_handler(shared, peer, ex, index, info_start).await?;
+                // Filters' request headers were for the handler; `after` sees the client's.
+                ex.extra.clear();
                 match answer {
                     Answer::Done => route.filters.len(),
                     Answer::Next => {
