@@ -113,8 +113,12 @@ fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
   "load": [{{"so": "testkit"}}, {{"so": "file_cache"}}, {{"so": "gzip"}}],
   "routing": [
     {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/declines", "handler": "decline", "filters": [{{"type": "file_cache", "lock_timeout": 600}}]}},
+    {{"prefix": "/declines", "handler": "counter", "counter": "/declines", "headers": {{"Cache-Control": "max-age=60"}}}},
     {{"prefix": "/gzip", "handler": "counter", "counter": "/gzip", "text": {text:?},
       "headers": {{"Cache-Control": "max-age=60"}}, "filters": [{{"type": "gzip"}}, {{"type": "file_cache"}}]}},
+    {{"prefix": "/cached-gzip", "handler": "counter", "counter": "/cached-gzip", "text": {text:?},
+      "headers": {{"Cache-Control": "max-age=60"}}, "filters": [{{"type": "file_cache"}}, {{"type": "gzip"}}]}},
     {routes}
   ]
 }}"#,
@@ -338,6 +342,19 @@ fn concurrent_misses_make_one_origin_request() {
     assert_eq!(s.count("/slow-uncacheable"), (4, 0));
 }
 
+#[test]
+fn a_declining_handler_does_not_leave_others_waiting() {
+    // The cached route declines; the next route (uncached) answers. The cache's claim on the
+    // key is released (`Filter::cancel`), so the next request does not wait for a fill that
+    // will never come (curl gives up after 20 s; the lock timeout is 600 s).
+    let s = site();
+    for n in 1..=3 {
+        let (ok, body) = common::curl(&[&s.srv.url("/declines")]);
+        assert!(ok, "request {n} hung");
+        assert_eq!(body.lines().next(), Some(format!("hit {n}").as_str()));
+    }
+}
+
 fn cache_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -397,18 +414,22 @@ fn corrupt_cache_files_are_discarded() {
 fn works_behind_gzip_with_separate_variants() {
     let s = site();
     let text = "cache me if you can ".repeat(30);
-    for _ in 0..2 {
-        let gz = get_with(&s.srv, "/gzip", "Accept-Encoding: gzip\r\n");
-        assert_eq!(gz.header("content-encoding"), Some("gzip"));
-        let mut plain = String::new();
-        flate2::read::GzDecoder::new(&gz.body[..])
-            .read_to_string(&mut plain)
-            .unwrap();
-        assert_eq!(plain, format!("hit 1\n{text}"));
-        let id = get_with(&s.srv, "/gzip", "");
-        assert_eq!(id.header("content-encoding"), None);
-        assert_eq!(id.text(), format!("hit 2\n{text}"));
-        assert_eq!(id.header("vary"), Some("Accept-Encoding"));
+    // Either order: the cache keeps the gzip and identity variants apart (the key carries
+    // gzip's `|gzip`), and each is fetched from the origin once.
+    for route in ["/gzip", "/cached-gzip"] {
+        for _ in 0..2 {
+            let gz = get_with(&s.srv, route, "Accept-Encoding: gzip\r\n");
+            assert_eq!(gz.header("content-encoding"), Some("gzip"), "{route}");
+            let mut plain = String::new();
+            flate2::read::GzDecoder::new(&gz.body[..])
+                .read_to_string(&mut plain)
+                .unwrap();
+            assert_eq!(plain, format!("hit 1\n{text}"), "{route}");
+            let id = get_with(&s.srv, route, "");
+            assert_eq!(id.header("content-encoding"), None, "{route}");
+            assert_eq!(id.text(), format!("hit 2\n{text}"), "{route}");
+            assert_eq!(id.header("vary"), Some("Accept-Encoding"), "{route}");
+        }
+        assert_eq!(s.count(route), (2, 0), "{route}");
     }
-    assert_eq!(s.count("/gzip"), (2, 0));
 }

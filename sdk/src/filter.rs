@@ -57,6 +57,11 @@ pub trait Filter: Send + Sync + 'static {
         LocalFfiFuture::new(async {})
     }
 
+    /// `before` let this request go on, but `after` will not run for it: the handler declined
+    /// (routing moved on), the worker pool was full, or the connection went away. Release
+    /// what `before` reserved (e.g. a cache fill other requests wait for).
+    fn cancel(&self, _key: &str) {}
+
     /// Where `after` must run for this response: `Worker` for heavy work such as compression.
     fn after_mode(&self, _req: &Request<'_>, _resp: &Response) -> Mode {
         Mode::Inline
@@ -75,8 +80,10 @@ pub trait FfiFilter: Send + Sync {
     fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response);
     fn request_headers(&self, req: &Request<'_>, key: RStr<'_>, set: &mut RVec<HeaderPair>);
 
-    #[sabi(last_prefix_field)]
     fn wait(&self, key: RStr<'_>) -> WaitFuture;
+
+    #[sabi(last_prefix_field)]
+    fn cancel(&self, key: RStr<'_>);
 }
 
 /// A filter object that crosses the module boundary.
@@ -130,6 +137,12 @@ impl<F: Filter> FfiFilter for Guarded<F> {
             host::error(&format!("filter panicked in wait: {}", panic_message(&panic)));
             LocalFfiFuture::new(async {})
         })
+    }
+
+    fn cancel(&self, key: RStr<'_>) {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.0.cancel(key.as_str()))) {
+            host::error(&format!("filter panicked in cancel: {}", panic_message(&panic)));
+        }
     }
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {

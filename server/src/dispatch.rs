@@ -120,6 +120,22 @@ enum Answer {
     Busy,
 }
 
+/// Filters `0..count` let the request go on in `before` and have not had their `after`;
+/// if the request ends without it, they are told (`Filter::cancel`).
+struct Pending<'a> {
+    filters: &'a [osprey_sdk::FilterBox],
+    key: &'a str,
+    count: usize,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        for f in self.filters[..self.count].iter().rev() {
+            f.cancel(RStr::from_str(self.key));
+        }
+    }
+}
+
 /// How long the core waits on a filter's [`Step::Wait`] future before asking again, and how
 /// many times it asks before it goes on without the filter's answer.
 const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
@@ -179,12 +195,14 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
         };
         // Filters before the handler; one may answer (a cache hit) or ask to wait.
         let mut answered_by = None;
+        let mut pending = Pending { filters: &route.filters, key: &key, count: 0 };
         ex.extra.clear();
         for (i, filter) in route.filters.iter().enumerate() {
             if before_step(peer, &mut ex, route, info_start, filter, &key).await == Step::Respond {
                 answered_by = Some(i);
                 break;
             }
+            pending.count = i + 1;
         }
         let after_from = match answered_by {
             Some(i) => i,
@@ -209,6 +227,7 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
             }
         };
         for i in (0..after_from).rev() {
+            pending.count = i;
             ex = run_after(shared, peer, ex, index, info_start, i, &key).await?;
             if ex.is_lost() {
                 break;

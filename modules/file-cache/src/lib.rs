@@ -223,6 +223,11 @@ impl Filter for FileCache {
         }
     }
 
+    /// The handler declined or the request was lost: let waiters go on without us.
+    fn cancel(&self, key: &str) {
+        self.in_flight.take(key);
+    }
+
     fn wait(&self, key: &str) -> WaitFuture {
         WaitFuture::new(self.in_flight.wait(key))
     }
