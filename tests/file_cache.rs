@@ -292,22 +292,30 @@ fn stale_entries_are_served_when_the_origin_fails() {
     assert_eq!(hit(&s.srv.get("/flaky")), "hit 1");
     assert_eq!(hit(&s.srv.get("/flaky-limited")), "hit 1");
     std::thread::sleep(Duration::from_millis(2100));
+    // A HEAD that reaches the origin leaves the (stale) entry alone.
+    let head = s
+        .srv
+        .raw(b"HEAD /flaky HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("X-Hits: 2"),
+        "{head}"
+    );
     s.fail(true);
     let r = s.srv.get("/flaky");
     assert_eq!((r.status, hit(&r)), (200, "hit 1".to_owned()));
     assert_eq!(r.header("warning"), Some("110 - \"Response is Stale\""));
     let age: u64 = r.header("age").unwrap().parse().unwrap();
     assert!(age >= 2, "age {age}");
-    assert_eq!(s.count("/flaky"), (2, 0), "the origin was asked first");
+    assert_eq!(s.count("/flaky"), (3, 0), "the origin was asked first");
     // max_stale 0: too stale to serve; the error goes through.
     assert_eq!(s.srv.get("/flaky-limited").status, 503);
     // Without any entry the error goes through.
     assert_eq!(s.srv.get("/flaky?other").status, 503);
-    assert_eq!(s.count("/flaky"), (3, 0));
+    assert_eq!(s.count("/flaky"), (4, 0));
     // The origin is back: a new answer replaces the entry.
     s.fail(false);
     let r = s.srv.get("/flaky");
-    assert_eq!((hit(&r), r.header("warning")), ("hit 4".to_owned(), None));
+    assert_eq!((hit(&r), r.header("warning")), ("hit 5".to_owned(), None));
 }
 
 #[test]

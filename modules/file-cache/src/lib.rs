@@ -307,6 +307,8 @@ impl Filter for FileCache {
                     }
                 }
             }
+            // A HEAD answer has no body to store and says nothing against the entry.
+            _ if req.is_head() => {}
             _ => {
                 let body = if storable(req, resp) {
                     self.body_bytes(&resp.body)
