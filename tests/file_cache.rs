@@ -441,3 +441,33 @@ fn works_behind_gzip_with_separate_variants() {
         assert_eq!(s.count(route), (2, 0), "{route}");
     }
 }
+
+#[test]
+fn configuration_errors_name_the_key_and_line() {
+    let dir = TempDir::new("fc-conf");
+    for (key, text, want) in [
+        ("lock_timeout", "\"lock_timeout\": -1", "0 to 3600"),
+        ("ttl_seconds", "\"ttl_seconds\": 5", "unknown key"),
+        // serde's type errors do not name the field; the line and the filter's key do.
+        ("filters[0]", "\"ttl\": \"long\"", "invalid type"),
+    ] {
+        let conf = dir.write(
+            "bad.json",
+            format!(
+                "{{\"load\": [{{\"so\": \"testkit\"}}, {{\"so\": \"file_cache\"}}],\n\"routing\": [{{\"prefix\": \"/\", \"handler\": \"echo\",\n \"filters\": [{{\"type\": \"file_cache\",\n {text}}}]}}]}}"
+            ),
+        );
+        let out = std::process::Command::new(common::osprey_bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{key}");
+        assert!(
+            err.contains(key) && err.contains(want) && err.contains(":4"),
+            "{key}: {err}"
+        );
+    }
+}
