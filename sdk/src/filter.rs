@@ -5,11 +5,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use abi_stable::{
     sabi_trait,
     sabi_trait::TD_Opaque,
-    std_types::{RBox, RStr, RString},
+    std_types::{RBox, RStr, RString, RVec},
     StableAbi,
 };
+use async_ffi::LocalFfiFuture;
 
-use crate::{handler::panic_message, handler::Mode, host, request::Request, response::Response};
+use crate::{
+    handler::panic_message, handler::Mode, host, request::Request, response::HeaderPair,
+    response::Response,
+};
 
 /// What a filter's `before` step decided.
 #[repr(u8)]
@@ -20,7 +24,15 @@ pub enum Step {
     /// The filter filled the response (e.g. a cache hit): skip the handler and later filters;
     /// the `after` steps of earlier filters still run.
     Respond,
+    /// Another request is producing what this one needs (e.g. a cache fill in flight): the
+    /// core awaits [`Filter::wait`] for at most half a second, then calls `before` again.
+    /// The filter must eventually answer `Continue` or `Respond` (the core gives up waiting
+    /// after a minute and continues).
+    Wait,
 }
+
+/// A future a filter hands the core to wait on; see [`Step::Wait`].
+pub type WaitFuture = LocalFfiFuture<()>;
 
 /// What a module implements to wrap a route's handler. Filters run in the order the route
 /// lists them before the handler, and in reverse order after it.
@@ -33,6 +45,22 @@ pub trait Filter: Send + Sync + 'static {
     fn before(&self, _req: &Request<'_>, _key: &str, _resp: &mut Response) -> Step {
         Step::Continue
     }
+
+    /// After `before` answered `Continue`: request headers the handler should see in place
+    /// of the client's (e.g. `If-None-Match` when a cache revalidates its entry). Each pair
+    /// replaces every request header of that name; an empty value removes it.
+    fn request_headers(&self, _req: &Request<'_>, _key: &str, _set: &mut RVec<HeaderPair>) {}
+
+    /// After `before` answered `Wait`: a future that completes when it is worth asking again.
+    /// It is polled on the connection's network thread and must not block.
+    fn wait(&self, _key: &str) -> WaitFuture {
+        LocalFfiFuture::new(async {})
+    }
+
+    /// `before` let this request go on, but `after` will not run for it: the handler declined
+    /// (routing moved on), the worker pool was full, or the connection went away. Release
+    /// what `before` reserved (e.g. a cache fill other requests wait for).
+    fn cancel(&self, _key: &str) {}
 
     /// Where `after` must run for this response: `Worker` for heavy work such as compression.
     fn after_mode(&self, _req: &Request<'_>, _resp: &Response) -> Mode {
@@ -49,9 +77,13 @@ pub trait FfiFilter: Send + Sync {
     fn cache_key(&self, req: &Request<'_>, key: &mut RString);
     fn before(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) -> Step;
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode;
+    fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response);
+    fn request_headers(&self, req: &Request<'_>, key: RStr<'_>, set: &mut RVec<HeaderPair>);
+
+    fn wait(&self, key: RStr<'_>) -> WaitFuture;
 
     #[sabi(last_prefix_field)]
-    fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response);
+    fn cancel(&self, key: RStr<'_>);
 }
 
 /// A filter object that crosses the module boundary.
@@ -92,6 +124,31 @@ impl<F: Filter> FfiFilter for Guarded<F> {
         self.guard("before", req, Step::Continue, || {
             self.0.before(req, key.as_str(), resp)
         })
+    }
+
+    fn request_headers(&self, req: &Request<'_>, key: RStr<'_>, set: &mut RVec<HeaderPair>) {
+        self.guard("request_headers", req, (), || {
+            self.0.request_headers(req, key.as_str(), set)
+        })
+    }
+
+    fn wait(&self, key: RStr<'_>) -> WaitFuture {
+        catch_unwind(AssertUnwindSafe(|| self.0.wait(key.as_str()))).unwrap_or_else(|panic| {
+            host::error(&format!(
+                "filter panicked in wait: {}",
+                panic_message(&panic)
+            ));
+            LocalFfiFuture::new(async {})
+        })
+    }
+
+    fn cancel(&self, key: RStr<'_>) {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.0.cancel(key.as_str()))) {
+            host::error(&format!(
+                "filter panicked in cancel: {}",
+                panic_message(&panic)
+            ));
+        }
     }
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {

@@ -22,7 +22,7 @@ pub mod response;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
-pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step};
+pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};

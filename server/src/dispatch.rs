@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
-use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RString};
-use osprey_sdk::{Header, Mode, Outcome, Reply, Request, Response, Step};
+use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RString, RVec};
+use osprey_sdk::{Header, HeaderPair, Mode, Outcome, Reply, Request, Response, Step};
 
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
@@ -36,6 +36,9 @@ pub struct Exchange {
     pub head: Box<Head>,
     pub body: BodyLoc,
     pub resp: Response,
+    /// Request headers set by filters (`Filter::request_headers`): each replaces the client's
+    /// headers of that name; an empty value removes them.
+    pub extra: Vec<HeaderPair>,
 }
 
 impl Exchange {
@@ -49,14 +52,23 @@ impl Exchange {
     ) -> R {
         let buf = &self.buf[..];
         let head = &self.head;
-        let headers: ArrayVec<Header<'_>, MAX_HEADERS> = head
+        let extra = &self.extra;
+        let replaced = |name: &str| extra.iter().any(|h| h.name.eq_ignore_ascii_case(name));
+        let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = head
             .headers
             .iter()
             .map(|(n, v)| Header {
                 name: RStr::from_str(n.str(buf)),
                 value: RSlice::from_slice(v.get(buf)),
             })
+            .filter(|h| extra.is_empty() || !replaced(&h.name))
             .collect();
+        for h in extra.iter().filter(|h| !h.value.is_empty()) {
+            let _ = headers.try_push(Header {
+                name: RStr::from_str(&h.name),
+                value: RSlice::from_slice(h.value.as_bytes()),
+            });
+        }
         let body: &[u8] = match &self.body {
             BodyLoc::InBuf(span) => span.get(buf),
             BodyLoc::Owned(v) => v,
@@ -87,6 +99,12 @@ impl Exchange {
     fn method(&self) -> &str {
         self.head.method(&self.buf)
     }
+
+    /// An exchange whose request went to a busy pool and came back as a bare 503 (see
+    /// [`lost`]): no request view can be built from it any more.
+    fn is_lost(&self) -> bool {
+        self.buf.is_empty()
+    }
 }
 
 /// Fill `resp` with the core's error page.
@@ -102,6 +120,60 @@ enum Answer {
     Done,
     Next,
     Error(u16),
+    /// The pool was full: the exchange is [`lost`] and already holds a 503.
+    Busy,
+}
+
+/// Filters `0..count` let the request go on in `before` and have not had their `after`;
+/// if the request ends without it, they are told (`Filter::cancel`).
+struct Pending<'a> {
+    filters: &'a [osprey_sdk::FilterBox],
+    key: &'a str,
+    count: usize,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        for f in self.filters[..self.count].iter().rev() {
+            f.cancel(RStr::from_str(self.key));
+        }
+    }
+}
+
+/// How long the core waits on a filter's [`Step::Wait`] future before asking again, and how
+/// many times it asks before it goes on without the filter's answer.
+const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
+const WAIT_ROUNDS: u32 = 120;
+
+/// Run one filter's `before` (waiting while it answers `Wait`); after `Continue`, collect
+/// the request headers it sets.
+async fn before_step(
+    peer: &Peer,
+    ex: &mut Exchange,
+    route: &crate::router::Route,
+    info_start: usize,
+    filter: &osprey_sdk::FilterBox,
+    key: &str,
+) -> Step {
+    let key = RStr::from_str(key);
+    for _ in 0..WAIT_ROUNDS {
+        let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+            filter.before(req, key, resp)
+        });
+        match step {
+            Step::Wait => {
+                let _ = tokio::time::timeout(WAIT_ROUND, filter.wait(key)).await;
+            }
+            Step::Continue => break,
+            Step::Respond => return Step::Respond,
+        }
+    }
+    let mut set = RVec::new();
+    ex.with_request(peer, route.prefix(), info_start, |req, _| {
+        filter.request_headers(req, key, &mut set)
+    });
+    ex.extra.extend(set);
+    Step::Continue
 }
 
 /// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
@@ -133,37 +205,49 @@ pub async fn dispatch(
         } else {
             cache_key(shared, peer, &mut ex, index, info_start)
         };
-        // Filters before the handler; one may answer (a cache hit).
+        // Filters before the handler; one may answer (a cache hit) or ask to wait.
         let mut answered_by = None;
+        let mut pending = Pending {
+            filters: &route.filters,
+            key: &key,
+            count: 0,
+        };
+        ex.extra.clear();
         for (i, filter) in route.filters.iter().enumerate() {
-            let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-                filter.before(req, RStr::from_str(&key), resp)
-            });
-            if step == Step::Respond {
+            if before_step(peer, &mut ex, route, info_start, filter, &key).await == Step::Respond {
                 answered_by = Some(i);
                 break;
             }
+            pending.count = i + 1;
         }
         let after_from = match answered_by {
             Some(i) => i,
             None => {
                 let answer;
                 (ex, answer) = run_handler(shared, peer, ex, index, info_start).await?;
+                // Filters' request headers were for the handler; `after` sees the client's.
+                ex.extra.clear();
                 match answer {
                     Answer::Done => route.filters.len(),
                     Answer::Next => {
                         ex.resp.clear();
                         continue;
                     }
+                    // Filters see error pages too: a cache may answer with a stale entry.
                     Answer::Error(status) => {
                         error_response(&mut ex.resp, status, "");
-                        return Some(ex);
+                        route.filters.len()
                     }
+                    Answer::Busy => return Some(ex),
                 }
             }
         };
         for i in (0..after_from).rev() {
+            pending.count = i;
             ex = run_after(shared, peer, ex, index, info_start, i, &key).await?;
+            if ex.is_lost() {
+                break;
+            }
         }
         return Some(ex);
     }
@@ -231,7 +315,7 @@ async fn run_handler(
         };
         return match shared.pool.run(job).await {
             Ok(result) => Some(result),
-            Err(crate::worker::PoolError::Busy) => Some((lost(head, 503), Answer::Error(503))),
+            Err(crate::worker::PoolError::Busy) => Some((lost(head, 503), Answer::Busy)),
             Err(crate::worker::PoolError::Failed) => None,
         };
     }
@@ -262,6 +346,7 @@ fn lost(head: Box<Head>, status: u16) -> Exchange {
         head,
         body: BodyLoc::Owned(Vec::new()),
         resp,
+        extra: Vec::new(),
     }
 }
 

@@ -116,6 +116,7 @@ impl Conn {
             head,
             body,
             resp: pool::take_response(),
+            extra: Vec::new(),
         };
         let Some(mut ex) = dispatch(shared, peer, ex).await else {
             // A worker job failed and took the request with it.

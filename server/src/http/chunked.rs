@@ -121,6 +121,7 @@ impl Decoder {
                 }
                 State::TrailerStart => match b {
                     b'\r' => self.state = State::EndLf,
+                    b'\n' | 0 => return Err(bad("bad end of chunked body")),
                     _ => {
                         self.line = 1;
                         self.state = State::Trailer;

@@ -325,8 +325,8 @@ fn parse_length(v: &[u8]) -> Result<u64, HttpError> {
 
 /// An incomplete head that already passed a limit.
 fn check_partial_size(data: &[u8], limits: &Limits) -> Result<(), HttpError> {
-    let line_end = memchr::memchr(b'\n', data);
-    if line_end.is_none() && data.len() > limits.max_request_line {
+    let line_len = memchr::memchr(b'\n', data).unwrap_or(data.len());
+    if line_len > limits.max_request_line {
         return Err(HttpError::new(414, "request line too long"));
     }
     if data.len() > limits.max_header_bytes {

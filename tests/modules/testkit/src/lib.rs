@@ -1,6 +1,8 @@
 //! Test handlers: each exercises one promise of the core (panics, decline, streams, async
 //! answers, the worker pool, filters).
 
+mod origin;
+
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -34,6 +36,9 @@ impl Module for TestKit {
         "sleep-worker",
         "bad-header",
         "text",
+        "counter",
+        "count",
+        "file",
     ];
     const FILTERS: &'static [&'static str] = &["tag"];
 
@@ -42,6 +47,20 @@ impl Module for TestKit {
     }
 
     fn new_handler(&self, kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        match kind {
+            "counter" => {
+                return Ok(handler_box(origin::Counter(
+                    parse_config::<origin::OriginConf>(route)?.into(),
+                )))
+            }
+            "file" => {
+                return Ok(handler_box(origin::File(
+                    parse_config::<origin::OriginConf>(route)?.into(),
+                )))
+            }
+            "count" => return Ok(handler_box(origin::Count)),
+            _ => {}
+        }
         let conf: Conf = parse_config(route)?;
         Ok(handler_box(Kit {
             kind: kind.to_owned(),

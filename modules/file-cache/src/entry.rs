@@ -1,0 +1,241 @@
+//! A cached response and the HTTP caching rules (RFC 9111) that decide what is stored, how
+//! long it is fresh, and how it is served.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::{Request, Response};
+
+/// Milliseconds since the Unix epoch (entries outlive the process on disk).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    pub headers: Vec<(String, String)>,
+    pub body: RArc<RVec<u8>>,
+    /// When the origin produced (or last confirmed) it, less any `Age` it came with.
+    pub stored_ms: u64,
+    pub fresh_until_ms: u64,
+}
+
+/// Headers that describe one hop or that the core writes itself: never stored.
+const NOT_STORED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "date",
+    "age",
+    "warning",
+    "proxy-connection",
+    "upgrade",
+];
+
+fn directives(value: Option<&str>) -> impl Iterator<Item = (String, Option<&str>)> {
+    value.into_iter().flat_map(|v| v.split(',')).map(|d| {
+        let (name, arg) = match d.split_once('=') {
+            Some((n, a)) => (n, Some(a.trim().trim_matches('"'))),
+            None => (d, None),
+        };
+        (name.trim().to_ascii_lowercase(), arg)
+    })
+}
+
+fn has_directive(value: Option<&str>, name: &str) -> bool {
+    directives(value).any(|(n, _)| n == name)
+}
+
+/// How long the response stays fresh, in seconds: `s-maxage`, `max-age`, `Expires`, else
+/// `ttl`. `no-cache` means it must be revalidated every time (0).
+pub fn lifetime(resp: &Response, ttl: u64, now_ms: u64) -> u64 {
+    let cc = resp.get_header("cache-control");
+    if has_directive(cc, "no-cache") {
+        return 0;
+    }
+    let mut max_age = None;
+    for (name, arg) in directives(cc) {
+        let secs = arg.and_then(|a| a.parse::<u64>().ok());
+        match name.as_str() {
+            "s-maxage" => return secs.unwrap_or(0),
+            "max-age" => max_age = Some(secs.unwrap_or(0)),
+            _ => {}
+        }
+    }
+    if let Some(secs) = max_age {
+        return secs;
+    }
+    if let Some(expires) = resp.get_header("expires") {
+        // An invalid date (such as "0") means "already expired".
+        let Ok(at) = httpdate::parse_http_date(expires) else {
+            return 0;
+        };
+        let base = resp
+            .get_header("date")
+            .and_then(|d| httpdate::parse_http_date(d).ok())
+            .unwrap_or(UNIX_EPOCH + Duration::from_millis(now_ms));
+        return at.duration_since(base).map_or(0, |d| d.as_secs());
+    }
+    ttl
+}
+
+/// May a shared cache store this answer to this request?
+pub fn storable(req: &Request<'_>, resp: &Response) -> bool {
+    let cc = resp.get_header("cache-control");
+    if req.method.as_str() != "GET"
+        || resp.status != 200
+        || resp.get_header("set-cookie").is_some()
+        || has_directive(cc, "no-store")
+        || has_directive(cc, "private")
+        || has_directive(req.header("cache-control"), "no-store")
+    {
+        return false;
+    }
+    // Variants other than the encoding (which the gzip filter keys) cannot be told apart.
+    if resp.get_header("vary").is_some_and(|v| {
+        v.split(',')
+            .any(|t| !t.trim().eq_ignore_ascii_case("accept-encoding") && !t.trim().is_empty())
+    }) {
+        return false;
+    }
+    // Answers to authenticated requests are for that user unless marked shareable.
+    if req.header("authorization").is_some()
+        && !has_directive(cc, "public")
+        && !has_directive(cc, "s-maxage")
+    {
+        return false;
+    }
+    true
+}
+
+impl Entry {
+    /// Build an entry from an origin response with `body`.
+    pub fn from_response(resp: &Response, body: Vec<u8>, ttl: u64, now: u64) -> Entry {
+        let headers = resp
+            .headers
+            .iter()
+            .filter(|h| !NOT_STORED.iter().any(|n| h.name.eq_ignore_ascii_case(n)))
+            .map(|h| (h.name.to_string(), h.value.to_string()))
+            .collect();
+        let mut e = Entry {
+            headers,
+            body: RArc::new(RVec::from(body)),
+            stored_ms: 0,
+            fresh_until_ms: 0,
+        };
+        e.confirm(resp, ttl, now);
+        e
+    }
+
+    /// The origin confirmed the entry (a fresh answer or a 304): restart its freshness.
+    fn confirm(&mut self, resp: &Response, ttl: u64, now: u64) {
+        let age = resp
+            .get_header("age")
+            .and_then(|a| a.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let mut probe = Response::new();
+        for (n, v) in &self.headers {
+            probe.header(n.clone(), v.clone());
+        }
+        let life = lifetime(&probe, ttl, now);
+        self.stored_ms = now.saturating_sub(age * 1000);
+        self.fresh_until_ms = self.stored_ms + life * 1000;
+    }
+
+    /// A 304 from the origin: take its headers (RFC 9111 §4.3.4), then restart freshness.
+    pub fn refreshed(&self, not_modified: &Response, ttl: u64, now: u64) -> Entry {
+        let mut headers = self.headers.clone();
+        for h in not_modified.headers.iter() {
+            if NOT_STORED.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+                continue;
+            }
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&h.name));
+        }
+        for h in not_modified.headers.iter() {
+            if !NOT_STORED.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+                headers.push((h.name.to_string(), h.value.to_string()));
+            }
+        }
+        let mut e = Entry {
+            headers,
+            body: self.body.clone(),
+            stored_ms: 0,
+            fresh_until_ms: 0,
+        };
+        e.confirm(not_modified, ttl, now);
+        e
+    }
+
+    /// Worth keeping: fresh for a while, or revalidatable.
+    pub fn worth_storing(&self) -> bool {
+        self.fresh_until_ms > self.stored_ms
+            || self.header("etag").is_some()
+            || self.header("last-modified").is_some()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn is_fresh(&self, now: u64) -> bool {
+        now < self.fresh_until_ms
+    }
+
+    /// Seconds the entry has been stale.
+    pub fn staleness(&self, now: u64) -> u64 {
+        now.saturating_sub(self.fresh_until_ms) / 1000
+    }
+
+    /// Fill `resp` from the entry. A client's own conditional request is answered 304 when
+    /// it matches. `stale` adds `Warning: 110`.
+    pub fn serve(&self, req: &Request<'_>, resp: &mut Response, now: u64, stale: bool) {
+        resp.clear();
+        for (n, v) in &self.headers {
+            resp.header(n.clone(), v.clone());
+        }
+        resp.header(
+            "Age",
+            (now.saturating_sub(self.stored_ms) / 1000).to_string(),
+        );
+        if stale {
+            resp.header("Warning", "110 - \"Response is Stale\"");
+        }
+        if self.not_modified_for(req) {
+            resp.status(304);
+        } else {
+            resp.body_shared(self.body.clone());
+        }
+    }
+
+    fn not_modified_for(&self, req: &Request<'_>) -> bool {
+        if let Some(inm) = req.header("if-none-match") {
+            let Some(etag) = self.header("etag") else {
+                return false;
+            };
+            let bare = |t: &str| t.trim().trim_start_matches("W/").to_owned();
+            return inm
+                .split(',')
+                .any(|t| t.trim() == "*" || bare(t) == bare(etag));
+        }
+        match (
+            req.header("if-modified-since"),
+            self.header("last-modified"),
+        ) {
+            (Some(ims), Some(lm)) => match (
+                httpdate::parse_http_date(ims),
+                httpdate::parse_http_date(lm),
+            ) {
+                (Ok(ims), Ok(lm)) => lm <= ims,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `file_cache`: a filter that caches the responses of any handler in memory and optionally on
+//! disk, revalidates expired entries with the origin, serves a stale entry when the origin
+//! fails (NXWEB's behaviour), and lets concurrent misses for one key share one origin request.
+//!
+//! ```json
+//! "filters": [{"type": "file_cache", "cache_dir": "/var/cache/osprey/backend1", "ttl": 60}]
+//! ```
+
+mod disk;
+mod entry;
+mod inflight;
+
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use osprey_sdk::abi_stable::std_types::RVec;
+use osprey_sdk::{
+    filter_box, host, parse_config, Body, ConfigError, Filter, FilterBox, HeaderPair, Mode, Module,
+    Request, Response, Step, WaitFuture,
+};
+
+use disk::{Disk, ReadError};
+use entry::{now_ms, storable, Entry};
+use inflight::{InFlight, Role};
+
+struct FileCacheModule;
+
+impl Module for FileCacheModule {
+    const NAME: &'static str = "file_cache";
+    const FILTERS: &'static [&'static str] = &["file_cache"];
+
+    fn new(_config: &str) -> Result<Self, ConfigError> {
+        Ok(FileCacheModule)
+    }
+
+    fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
+        Ok(filter_box(FileCache::new(config)?))
+    }
+}
+
+fn default_memory() -> u64 {
+    64 << 20
+}
+
+fn default_max_entry() -> u64 {
+    16 << 20
+}
+
+fn default_lock_timeout() -> f64 {
+    5.0
+}
+
+/// The filter's keys in its `filters` entry.
+#[derive(serde::Deserialize)]
+struct Conf {
+    /// Also keep entries on disk here (they survive a restart).
+    cache_dir: Option<PathBuf>,
+    /// Freshness in seconds for responses that give none (no max-age, no Expires).
+    #[serde(default)]
+    ttl: u64,
+    /// Do not cache requests that have a query string.
+    #[serde(default)]
+    dont_cache_queries: bool,
+    /// Bytes of entries kept in memory.
+    #[serde(default = "default_memory")]
+    memory_cache_size: u64,
+    /// Larger bodies are not cached.
+    #[serde(default = "default_max_entry")]
+    max_entry_size: u64,
+    /// How many seconds past its freshness an entry may still be served when the origin
+    /// fails (default: no limit).
+    max_stale: Option<u64>,
+    /// Seconds a request waits for another request's fetch of the same key before it goes
+    /// to the origin itself.
+    #[serde(default = "default_lock_timeout")]
+    lock_timeout: f64,
+}
+
+struct FileCache {
+    ttl: u64,
+    dont_cache_queries: bool,
+    max_entry_size: u64,
+    max_stale: Option<u64>,
+    lock_timeout: Duration,
+    memory: moka::sync::Cache<String, Arc<Entry>>,
+    disk: Option<Disk>,
+    in_flight: InFlight,
+    /// Keys whose last origin answer was not cacheable: requests for them go straight to the
+    /// origin for a while instead of queueing behind each other.
+    passes: moka::sync::Cache<String, ()>,
+}
+
+impl FileCache {
+    fn new(json: &str) -> Result<FileCache, ConfigError> {
+        let conf: Conf = parse_config(json)?;
+        if !(conf.lock_timeout >= 0.0 && conf.lock_timeout <= 3600.0) {
+            return Err(ConfigError::at_key(
+                json,
+                "lock_timeout",
+                "`lock_timeout` must be 0 to 3600 seconds",
+            ));
+        }
+        if let Some(dir) = &conf.cache_dir {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                ConfigError::at_key(
+                    json,
+                    "cache_dir",
+                    format!("cannot create `cache_dir` {}: {e}", dir.display()),
+                )
+            })?;
+        }
+        let memory = moka::sync::Cache::builder()
+            .max_capacity(conf.memory_cache_size)
+            .weigher(|k: &String, e: &Arc<Entry>| {
+                let headers: usize = e.headers.iter().map(|(n, v)| n.len() + v.len() + 16).sum();
+                (k.len() + headers + e.body.len() + 64)
+                    .try_into()
+                    .unwrap_or(u32::MAX)
+            })
+            .build();
+        Ok(FileCache {
+            ttl: conf.ttl,
+            dont_cache_queries: conf.dont_cache_queries,
+            max_entry_size: conf.max_entry_size,
+            max_stale: conf.max_stale,
+            lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
+            memory,
+            disk: conf.cache_dir.map(Disk::new),
+            in_flight: InFlight::default(),
+            passes: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(Duration::from_secs(10))
+                .build(),
+        })
+    }
+
+    /// Is this request one the cache deals with at all?
+    fn applies(&self, req: &Request<'_>) -> bool {
+        matches!(req.method.as_str(), "GET" | "HEAD")
+            && (!self.dont_cache_queries || req.query.is_empty())
+    }
+
+    /// The entry for `key`, from memory or else from disk.
+    fn lookup(&self, key: &str) -> Option<Arc<Entry>> {
+        if let Some(e) = self.memory.get(key) {
+            return Some(e);
+        }
+        match self.disk.as_ref()?.read(key) {
+            Ok(e) => {
+                let e = Arc::new(e);
+                self.memory.insert(key.to_owned(), e.clone());
+                Some(e)
+            }
+            Err(ReadError::Missing) => None,
+            Err(ReadError::Corrupt(why)) => {
+                host::warn(&format!("file_cache: discarded corrupt cache file {why}"));
+                None
+            }
+        }
+    }
+
+    fn store(&self, key: &str, e: Arc<Entry>) {
+        if let Some(disk) = &self.disk {
+            if let Err(err) = disk.write(key, &e) {
+                host::warn(&format!(
+                    "file_cache: cannot write the cache file for {key}: {err}"
+                ));
+            }
+        }
+        self.memory.insert(key.to_owned(), e);
+    }
+
+    fn forget(&self, key: &str) {
+        self.memory.invalidate(key);
+        if let Some(disk) = &self.disk {
+            disk.remove(key);
+        }
+    }
+
+    /// The body of an origin response as bytes, if it can be stored.
+    fn body_bytes(&self, body: &Body) -> Option<Vec<u8>> {
+        if body.len().is_none_or(|n| n > self.max_entry_size) {
+            return None;
+        }
+        match body {
+            Body::File(range) => {
+                // SAFETY: the fd stays open while `range.file` lives; ManuallyDrop never closes it.
+                let file = std::mem::ManuallyDrop::new(unsafe {
+                    std::fs::File::from_raw_fd(range.file.as_raw_fd())
+                });
+                let mut data = vec![0; range.len as usize];
+                file.read_exact_at(&mut data, range.offset).ok()?;
+                Some(data)
+            }
+            body => body.as_bytes().map(<[u8]>::to_vec),
+        }
+    }
+}
+
+impl Filter for FileCache {
+    fn before(&self, req: &Request<'_>, key: &str, resp: &mut Response) -> Step {
+        if !self.applies(req) {
+            return Step::Continue;
+        }
+        let now = now_ms();
+        let entry = self.lookup(key);
+        if let Some(e) = &entry {
+            if e.is_fresh(now) {
+                e.serve(req, resp, now, false);
+                return Step::Respond;
+            }
+        }
+        // A miss or a stale entry: one request goes to the origin, the others wait for it.
+        if req.method.as_str() != "GET" || self.passes.contains_key(key) {
+            return Step::Continue;
+        }
+        match self.in_flight.join(key, entry, self.lock_timeout) {
+            Role::Lead => Step::Continue,
+            Role::Wait => Step::Wait,
+        }
+    }
+
+    /// The handler declined or the request was lost: let waiters go on without us.
+    fn cancel(&self, key: &str) {
+        self.in_flight.take(key);
+    }
+
+    fn wait(&self, key: &str) -> WaitFuture {
+        WaitFuture::new(self.in_flight.wait(key))
+    }
+
+    /// The cache answers the client's conditionals itself, so the origin gets the cache's:
+    /// the validators of the entry being revalidated, or none (a full response to store).
+    fn request_headers(&self, req: &Request<'_>, key: &str, set: &mut RVec<HeaderPair>) {
+        if !self.applies(req) {
+            return;
+        }
+        let stale = self
+            .in_flight
+            .get(key)
+            .and_then(|f| f.stale.clone())
+            .or_else(|| self.memory.get(key));
+        let validator = |name: &str| {
+            stale
+                .as_ref()
+                .and_then(|e| e.header(name))
+                .unwrap_or("")
+                .to_owned()
+        };
+        set.push(HeaderPair {
+            name: "If-None-Match".into(),
+            value: validator("etag").into(),
+        });
+        set.push(HeaderPair {
+            name: "If-Modified-Since".into(),
+            value: validator("last-modified").into(),
+        });
+    }
+
+    fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {
+        // Reading a file body, or writing the disk cache, is blocking work.
+        let writes = self.disk.is_some() && matches!(resp.status, 200 | 304);
+        if self.applies(req) && (writes || matches!(resp.body, Body::File(_))) {
+            Mode::Worker
+        } else {
+            Mode::Inline
+        }
+    }
+
+    fn after(&self, req: &Request<'_>, key: &str, resp: &mut Response) {
+        if !self.applies(req) {
+            return;
+        }
+        // Waiters wake when `_done` drops, after this request has stored what it got.
+        let _done = if req.method.as_str() == "GET" {
+            self.in_flight.take(key)
+        } else {
+            None
+        };
+        let now = now_ms();
+        let known = _done
+            .as_ref()
+            .and_then(|d| d.0.stale.clone())
+            .or_else(|| self.lookup(key));
+        match resp.status {
+            304 if known.is_some() => {
+                let e = Arc::new(known.unwrap().refreshed(resp, self.ttl, now));
+                self.store(key, e.clone());
+                e.serve(req, resp, now, false);
+            }
+            500..=599 => {
+                let usable =
+                    known.filter(|e| self.max_stale.is_none_or(|max| e.staleness(now) <= max));
+                match usable {
+                    Some(e) => {
+                        host::info(&format!(
+                            "file_cache: origin answered {} for {}; serving a stale entry",
+                            resp.status, req.uri
+                        ));
+                        e.serve(req, resp, now, !e.is_fresh(now));
+                    }
+                    None => {
+                        self.passes.insert(key.to_owned(), ());
+                    }
+                }
+            }
+            // A HEAD answer has no body to store and says nothing against the entry.
+            _ if req.is_head() => {}
+            _ => {
+                let body = if storable(req, resp) {
+                    self.body_bytes(&resp.body)
+                } else {
+                    None
+                };
+                let e = body.map(|b| Arc::new(Entry::from_response(resp, b, self.ttl, now)));
+                match e {
+                    Some(e) if e.worth_storing() => {
+                        self.store(key, e.clone());
+                        e.serve(req, resp, now, false);
+                    }
+                    _ => {
+                        // The resource is not (or no longer) cacheable.
+                        if known.is_some() {
+                            self.forget(key);
+                        }
+                        self.passes.insert(key.to_owned(), ());
+                    }
+                }
+            }
+        }
+    }
+}
+
+osprey_sdk::export_module!(FileCacheModule);
