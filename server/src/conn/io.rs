@@ -39,7 +39,17 @@ impl Io for TcpStream {
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(4096);
         }
-        self.try_read_buf(buf)
+        let room = buf.capacity() - buf.len();
+        let n = self.try_read_buf(buf)?;
+        if n > 0 && n < room {
+            // A short read drained the socket: forget the readiness now, so the next wait
+            // goes straight to epoll instead of first paying for a recv that says EAGAIN.
+            // (Tokio only clears readiness that is not newer than what this call saw.)
+            let _ = self.try_io(tokio::io::Interest::READABLE, || {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+        }
+        Ok(n)
     }
 
     async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
