@@ -19,6 +19,7 @@ pub mod module;
 pub mod params;
 pub mod request;
 pub mod response;
+pub mod upstream;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
@@ -26,6 +27,7 @@ pub use filter::{filter_box, FfiFilter, FilterBox, Filter, Step};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};
+pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 pub use response::{Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox};
 
 /// Re-exported so modules need no direct dependency on these crates.

@@ -68,6 +68,13 @@ pub trait BodyStream: Send {
     /// closes the connection, as headers are already sent).
     fn poll_chunk(&mut self, cx: &mut FfiContext<'_>)
         -> FfiPoll<ROption<RResult<RVec<u8>, RString>>>;
+
+    /// The total length, when known in advance: the core then sends `Content-Length` instead
+    /// of chunked framing, and a stream that yields another number of bytes is an error.
+    #[sabi(last_prefix_field)]
+    fn known_len(&self) -> ROption<u64> {
+        ROption::RNone
+    }
 }
 
 /// A boxed [`BodyStream`] as the response carries it.
@@ -97,7 +104,7 @@ impl Body {
             Body::Bytes(b) => Some(b.len() as u64),
             Body::Shared(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
-            Body::Stream(_) => None,
+            Body::Stream(s) => s.known_len().into_option(),
         }
     }
 

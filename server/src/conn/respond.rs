@@ -69,6 +69,7 @@ pub async fn write_response<I: Io>(
             with_timeout(timeout, io.write_all(&[out])).await?;
             out.clear();
             let chunked = framing == Framing::Chunked;
+            let mut sent: u64 = 0;
             loop {
                 let next = std::future::poll_fn(|cx| {
                     use async_ffi::ContextExt;
@@ -85,6 +86,13 @@ pub async fn write_response<I: Io>(
                         if chunk.is_empty() {
                             continue;
                         }
+                        sent += chunk.len() as u64;
+                        if let Framing::Length(n) = framing {
+                            if sent > n {
+                                tracing::error!("response stream is longer than its declared {n} bytes");
+                                return Err(io::Error::other("stream too long"));
+                            }
+                        }
                         if chunked {
                             write_chunk(out, &chunk);
                             with_timeout(timeout, io.write_all(&[out])).await?;
@@ -93,7 +101,15 @@ pub async fn write_response<I: Io>(
                             with_timeout(timeout, io.write_all(&[&chunk])).await?;
                         }
                     }
-                    Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => break,
+                    Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => {
+                        if let Framing::Length(n) = framing {
+                            if sent != n {
+                                tracing::error!("response stream ended after {sent} of its declared {n} bytes");
+                                return Err(io::Error::other("stream too short"));
+                            }
+                        }
+                        break;
+                    }
                     Some(osprey_sdk::abi_stable::std_types::ROption::RSome(
                         osprey_sdk::abi_stable::std_types::RResult::RErr(e),
                     )) => {
