@@ -374,6 +374,7 @@ fn passive_ejection_and_recovery() {
 
     // A 5xx counts as a failure too (the response still goes to the client).
     assert_eq!(get(&srv, "/error").status, 503);
+    assert!(srv.log_text().contains("after status 503"), "{}", srv.log_text());
 }
 
 #[test]
