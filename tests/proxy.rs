@@ -180,6 +180,61 @@ fn streams_bodies_both_ways() {
 }
 
 #[test]
+fn upgrades_are_tunnelled() {
+    use std::io::Read;
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+    let mut s = srv.connect();
+    // Bytes pipelined right behind the handshake belong to the tunnel too.
+    s.write_all(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: test\r\n\r\nearly ")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let want = |got: &[u8], tail: &[u8]| got.ends_with(tail);
+    while !want(&got, b"hello\nEARLY ") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{text}"
+    );
+    let lower = text.to_ascii_lowercase();
+    assert!(
+        lower.contains("\r\nupgrade: test\r\n") && lower.contains("\r\nconnection: upgrade\r\n"),
+        "{text}"
+    );
+    assert!(
+        lower.contains("\r\nx-accept: yes\r\n") && !lower.contains("content-length"),
+        "{text}"
+    );
+    for word in ["ping", "more bytes"] {
+        s.write_all(word.as_bytes()).unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < word.len() {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            echoed.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(echoed, word.to_ascii_uppercase().as_bytes());
+    }
+    // The client closes: the tunnel ends.
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    // Without `Connection: upgrade` no Upgrade goes upstream.
+    let r = Response::parse(
+        srv.raw(b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: test\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!(r.status, 426);
+}
+
+#[test]
 fn keeps_upstream_connections_alive() {
     let up = Upstream::start("u1");
     let srv = Server::start(&proxy_config(&format!(
@@ -374,7 +429,11 @@ fn passive_ejection_and_recovery() {
 
     // A 5xx counts as a failure too (the response still goes to the client).
     assert_eq!(get(&srv, "/error").status, 503);
-    assert!(srv.log_text().contains("after status 503"), "{}", srv.log_text());
+    assert!(
+        srv.log_text().contains("after status 503"),
+        "{}",
+        srv.log_text()
+    );
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod module;
 pub mod params;
 pub mod request;
 pub mod response;
+pub mod tunnel;
 pub mod upstream;
 
 pub use async_ffi::{FfiContext, FfiPoll};
@@ -27,6 +28,7 @@ pub use filter::{filter_box, FfiFilter, FilterBox, Filter, Step};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};
+pub use tunnel::{Tunnel, TunnelBox};
 pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 pub use response::{Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox};
 

@@ -94,6 +94,8 @@ pub enum Body {
     File(FileRange),
     /// A body of unknown length.
     Stream(StreamBox),
+    /// No body: with status 101, the connection becomes this tunnel once the head is sent.
+    Upgrade(crate::tunnel::TunnelBox),
 }
 
 impl Body {
@@ -105,6 +107,7 @@ impl Body {
             Body::Shared(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
             Body::Stream(s) => s.known_len().into_option(),
+            Body::Upgrade(_) => Some(0),
         }
     }
 
@@ -131,6 +134,7 @@ impl std::fmt::Debug for Body {
             Body::Shared(b) => write!(f, "Shared({})", b.len()),
             Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
             Body::Stream(_) => write!(f, "Stream"),
+            Body::Upgrade(_) => write!(f, "Upgrade"),
         }
     }
 }

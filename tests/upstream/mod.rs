@@ -229,6 +229,26 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                 )?;
                 out.write_all(&text)?;
             }
+            "/ws" => {
+                // Switch protocols, then echo upper-cased bytes until the peer closes.
+                if !head.to_ascii_lowercase().contains("\r\nupgrade: test\r\n")
+                    || !head
+                        .to_ascii_lowercase()
+                        .contains("\r\nconnection: upgrade\r\n")
+                {
+                    out.write_all(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n")?;
+                    continue;
+                }
+                out.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\nX-Accept: yes\r\n\r\nhello\n")?;
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = reader.read(&mut buf)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    out.write_all(&buf[..n].to_ascii_uppercase())?;
+                }
+            }
             "/bad-framing" => {
                 out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")?;
             }

@@ -1,7 +1,8 @@
 //! `proxy`: the `http_proxy` handler. It holds the proxying *policy* — which backend, how the
 //! path is rewritten, which headers go upstream and which come back — and leaves the machinery
 //! (pools, balancing, health checks, retries, strict parsing) to the host's upstream service.
-//! No I/O of its own: it awaits the host's future and hands the host's body stream on.
+//! No I/O of its own: it awaits the host's future and hands the host's body stream (or, after
+//! a 101, its tunnel) on.
 //!
 //! ```json
 //! {"prefix": "/app", "handler": "http_proxy", "backend": "app", "uri": "/", "proxy_copy_host": true}
@@ -138,6 +139,13 @@ impl Proxy {
             // The core rejected control bytes; bytes that are not UTF-8 are dropped with the header.
             if let Some(value) = h.value_str() {
                 out.push(pair(name.to_owned(), value.to_owned()));
+            }
+        }
+        // A protocol upgrade (WebSocket) asked for with `Connection: upgrade` is passed on;
+        // the host then tunnels the connection after the upstream's 101.
+        if req.http_minor == 1 && listed.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
+            if let Some(proto) = req.header("upgrade") {
+                out.push(pair("Upgrade".into(), proto.to_owned()));
             }
         }
         if self.copy_host {

@@ -9,6 +9,7 @@ mod health;
 mod pool;
 mod service;
 mod state;
+mod tunnel;
 mod wire;
 
 use std::sync::atomic::AtomicUsize;

@@ -189,7 +189,9 @@ async fn exchange(
     let mut got_bytes = false;
     loop {
         if !buf.is_empty() {
-            match wire::parse_response(&buf, req.head_request).map_err(Fail::Protocol)? {
+            match wire::parse_response(&buf, req.head_request, req.upgrade)
+                .map_err(Fail::Protocol)?
+            {
                 Parsed::Partial => {}
                 Parsed::Interim(n) => {
                     buf.drain(..n);
@@ -243,6 +245,18 @@ fn respond(
     let mut resp = Response::new();
     resp.status = head.status;
     resp.headers = head.headers.into();
+    if head.status == 101 {
+        // Switching protocols: the socket becomes the client's tunnel, never pooled.
+        resp.body = osprey_sdk::Body::Upgrade(osprey_sdk::tunnel::Tunnel_TO::from_value(
+            super::tunnel::UpstreamTunnel {
+                stream,
+                early: rest,
+                _guard: guard,
+            },
+            osprey_sdk::abi_stable::sabi_trait::TD_Opaque,
+        ));
+        return resp;
+    }
     match head.framing {
         Framing::None | Framing::Length(0) => {
             if head.keep_alive && rest.is_empty() {
@@ -290,7 +304,7 @@ pub async fn check(addr: std::net::SocketAddr, host: &str, path: &str) -> Result
         {
             return Err("connection closed before a response".into());
         }
-        match wire::parse_response(&buf, false)? {
+        match wire::parse_response(&buf, false, false)? {
             Parsed::Partial => {}
             Parsed::Interim(n) => {
                 buf.drain(..n);

@@ -17,7 +17,6 @@ const REQUEST_FRAMING: &[&str] = &[
     "proxy-connection",
     "te",
     "trailer",
-    "upgrade",
     "expect",
 ];
 
@@ -42,6 +41,8 @@ pub struct Encoded {
     pub rest: Vec<u8>,
     pub body: Vec<u8>,
     pub head_request: bool,
+    /// The module forwards the client's `Upgrade` (a WebSocket handshake, say).
+    pub upgrade: bool,
 }
 
 impl Encoded {
@@ -63,6 +64,7 @@ impl Encoded {
         line.extend_from_slice(b" HTTP/1.1\r\n");
         let mut rest = Vec::with_capacity(512);
         let mut has_host = false;
+        let mut upgrade = false;
         for h in req.headers.iter() {
             let name = h.name.as_str();
             if name.is_empty()
@@ -73,6 +75,12 @@ impl Encoded {
             }
             if REQUEST_FRAMING.iter().any(|n| n.eq_ignore_ascii_case(name)) {
                 continue;
+            }
+            if name.eq_ignore_ascii_case("upgrade") {
+                if upgrade {
+                    continue;
+                }
+                upgrade = true;
             }
             if name.eq_ignore_ascii_case("host") {
                 if has_host {
@@ -90,12 +98,15 @@ impl Encoded {
                 itoa::Buffer::new().format(body.len()),
             );
         }
-        if !keep_alive {
+        if upgrade {
+            push_header(&mut rest, "Connection", "upgrade");
+        } else if !keep_alive {
             push_header(&mut rest, "Connection", "close");
         }
         rest.extend_from_slice(b"\r\n");
         Ok(Encoded {
             head_request: method == "HEAD",
+            upgrade,
             line,
             has_host,
             rest,
@@ -178,8 +189,13 @@ pub enum Parsed {
     Head(RespHead),
 }
 
-/// Parse a response head at the start of `buf`.
-pub fn parse_response(buf: &[u8], head_request: bool) -> Result<Parsed, &'static str> {
+/// Parse a response head at the start of `buf`. A 101 is accepted only when the request asked
+/// for an upgrade.
+pub fn parse_response(
+    buf: &[u8],
+    head_request: bool,
+    upgrade: bool,
+) -> Result<Parsed, &'static str> {
     let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut raw);
     let len = match resp.parse(buf) {
@@ -199,10 +215,11 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Result<Parsed, &'static
     if !(100..=999).contains(&status) {
         return Err("bad response status");
     }
-    if status == 101 {
-        return Err("unexpected protocol switch (upgrades are not proxied)");
+    let switching = status == 101;
+    if switching && !upgrade {
+        return Err("a protocol switch that was not asked for");
     }
-    if status < 200 {
+    if status < 200 && !switching {
         return Ok(Parsed::Interim(len));
     }
     let mut content_length: Option<u64> = None;
@@ -241,7 +258,10 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Result<Parsed, &'static
     if chunked && minor == 0 {
         return Err("Transfer-Encoding in an HTTP/1.0 response");
     }
-    let framing = if head_request || status == 204 || status == 304 {
+    let framing = if switching {
+        keep_alive = false;
+        Framing::None
+    } else if head_request || status == 204 || status == 304 {
         Framing::None
     } else if chunked {
         Framing::Chunked
@@ -255,10 +275,12 @@ pub fn parse_response(buf: &[u8], head_request: bool) -> Result<Parsed, &'static
         .headers
         .iter()
         .filter(|h| {
-            !RESPONSE_HOP.iter().any(|n| n.eq_ignore_ascii_case(h.name))
-                && !connection_tokens
-                    .iter()
-                    .any(|t| t.eq_ignore_ascii_case(h.name))
+            // A 101 keeps its `Upgrade`: it names the protocol switched to.
+            (switching && h.name.eq_ignore_ascii_case("upgrade"))
+                || !RESPONSE_HOP.iter().any(|n| n.eq_ignore_ascii_case(h.name))
+                    && !connection_tokens
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(h.name))
         })
         .map(|h| HeaderPair {
             name: RCowStr::from(h.name.to_owned()),
@@ -289,7 +311,7 @@ mod tests {
     use osprey_sdk::abi_stable::std_types::{RString, RVec};
 
     fn head(raw: &[u8]) -> RespHead {
-        match parse_response(raw, false).unwrap() {
+        match parse_response(raw, false, false).unwrap() {
             Parsed::Head(h) => h,
             other => panic!("{other:?}"),
         }
@@ -318,11 +340,11 @@ mod tests {
             Framing::None
         );
         assert!(matches!(
-            parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false),
+            parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false, false),
             Ok(Parsed::Interim(25))
         ));
         assert!(matches!(
-            parse_response(b"HTTP/1.1 200 OK\r\n", false),
+            parse_response(b"HTTP/1.1 200 OK\r\n", false, false),
             Ok(Parsed::Partial)
         ));
     }
@@ -341,7 +363,7 @@ mod tests {
             b"HTTX/1.1 200 OK\r\n\r\n",
         ] {
             assert!(
-                parse_response(raw, false).is_err(),
+                parse_response(raw, false, false).is_err(),
                 "{}",
                 String::from_utf8_lossy(raw)
             );
