@@ -365,7 +365,7 @@ fn ip_hash_is_sticky_and_consistent() {
 fn active_health_checks_eject_and_restore() {
     let ups = [Upstream::start("a"), Upstream::start("b")];
     let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
-    let interval = 0.3;
+    let interval = 0.5;
     let srv = Server::start(&proxy_config(&format!(
         r#"{{"servers": {list}, "health_check": {{"path": "/health", "interval": {interval}, "fails": 2, "passes": 2, "timeout": 1}}}}"#
     )));
@@ -378,7 +378,7 @@ fn active_health_checks_eject_and_restore() {
     assert_eq!((ups[0].hits(), ups[1].hits()), (2, 2));
     // `a` still serves, but its health check fails: within two intervals it gets no traffic.
     ups[0].set_healthy(false);
-    std::thread::sleep(Duration::from_secs_f64(interval * 2.0 + 0.25));
+    std::thread::sleep(Duration::from_secs_f64(interval * 2.0 + 0.4));
     let before = ups[0].hits();
     for _ in 0..10 {
         assert_eq!(get(&srv, "/x").status, 200);
