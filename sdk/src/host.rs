@@ -1,9 +1,15 @@
 //! Services the host (the Osprey core) lends to modules. A module's own copies of `tracing`
-//! or `tokio` are cut off from the host's, so logging goes through here.
+//! or `tokio` are cut off from the host's, so logging and network I/O go through here.
 
 use std::sync::OnceLock;
 
-use abi_stable::{std_types::RStr, StableAbi};
+use abi_stable::{
+    std_types::{ROption, RStr},
+    StableAbi,
+};
+use async_ffi::LocalFfiFuture;
+
+use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
 #[repr(u8)]
@@ -22,8 +28,14 @@ pub enum Level {
 #[sabi(missing_field(panic))]
 pub struct Host {
     /// Write a line to the host's error log, tagged with the module's name.
-    #[sabi(last_prefix_field)]
     pub log: extern "C" fn(level: Level, module: RStr<'_>, message: RStr<'_>),
+    /// The backend configured under this name in `backends`.
+    pub backend: extern "C" fn(name: RStr<'_>) -> ROption<BackendId>,
+    /// Send a request to a server of `backend` (balanced, pooled, retried) and resolve to its
+    /// response. The future must be polled on the network thread that created it.
+    #[sabi(last_prefix_field)]
+    pub upstream_request:
+        extern "C" fn(backend: BackendId, request: UpstreamRequest) -> UpstreamFuture,
 }
 
 static HOST: OnceLock<(HostRef, &'static str)> = OnceLock::new();
@@ -38,6 +50,26 @@ pub fn install(host: HostRef, module: &'static str) {
 pub fn log(level: Level, message: &str) {
     if let Some((host, module)) = HOST.get() {
         (host.log())(level, RStr::from_str(module), RStr::from_str(message));
+    }
+}
+
+/// The backend configured under `name` (call it when building a handler, not per request).
+pub fn backend(name: &str) -> Option<BackendId> {
+    let (host, _) = HOST.get()?;
+    (host.backend())(RStr::from_str(name)).into_option()
+}
+
+/// Send `request` to `backend` through the host's upstream service. Await it only on the
+/// network thread that called this (inside an [`Outcome::later`](crate::Outcome::later) future).
+pub fn upstream_request(backend: BackendId, request: UpstreamRequest) -> UpstreamFuture {
+    match HOST.get() {
+        Some((host, _)) => (host.upstream_request())(backend, request),
+        None => LocalFfiFuture::new(async {
+            abi_stable::std_types::RResult::RErr(UpstreamError {
+                status: 500,
+                message: "the module is not initialised".into(),
+            })
+        }),
     }
 }
 

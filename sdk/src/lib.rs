@@ -19,6 +19,8 @@ pub mod module;
 pub mod params;
 pub mod request;
 pub mod response;
+pub mod tunnel;
+pub mod upstream;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
@@ -29,6 +31,8 @@ pub use request::{Header, Request};
 pub use response::{
     Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox,
 };
+pub use tunnel::{Tunnel, TunnelBox};
+pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Re-exported so modules need no direct dependency on these crates.
 pub use abi_stable;

@@ -70,6 +70,13 @@ pub trait BodyStream: Send {
         &mut self,
         cx: &mut FfiContext<'_>,
     ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>>;
+
+    /// The total length, when known in advance: the core then sends `Content-Length` instead
+    /// of chunked framing, and a stream that yields another number of bytes is an error.
+    #[sabi(last_prefix_field)]
+    fn known_len(&self) -> ROption<u64> {
+        ROption::RNone
+    }
 }
 
 /// A boxed [`BodyStream`] as the response carries it.
@@ -89,6 +96,8 @@ pub enum Body {
     File(FileRange),
     /// A body of unknown length.
     Stream(StreamBox),
+    /// No body: with status 101, the connection becomes this tunnel once the head is sent.
+    Upgrade(crate::tunnel::TunnelBox),
 }
 
 impl Body {
@@ -99,7 +108,8 @@ impl Body {
             Body::Bytes(b) => Some(b.len() as u64),
             Body::Shared(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
-            Body::Stream(_) => None,
+            Body::Stream(s) => s.known_len().into_option(),
+            Body::Upgrade(_) => Some(0),
         }
     }
 
@@ -126,6 +136,7 @@ impl std::fmt::Debug for Body {
             Body::Shared(b) => write!(f, "Shared({})", b.len()),
             Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
             Body::Stream(_) => write!(f, "Stream"),
+            Body::Upgrade(_) => write!(f, "Upgrade"),
         }
     }
 }

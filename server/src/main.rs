@@ -9,6 +9,7 @@ mod modules;
 mod net;
 mod router;
 mod server;
+mod upstream;
 mod worker;
 
 use std::path::PathBuf;
@@ -98,6 +99,8 @@ fn start(cli: Cli) -> Result<(), String> {
     if !cli.test {
         log::init(&level, error_log.as_deref())?;
     }
+    // Backends exist before modules build the handlers that name them.
+    upstream::init(&config.backends);
     // Libraries are never unloaded: the registry lives as long as the process.
     let registry: &'static Registry = Box::leak(Box::new(Registry::load(&config, &cli.modules)?));
     let shared = server::Shared::new(config, registry)?;
@@ -105,6 +108,7 @@ fn start(cli: Cli) -> Result<(), String> {
         println!("osprey: configuration {} is valid", shared.config.file);
         return Ok(());
     }
+    upstream::start_health_checks();
     for (name, path) in registry.modules() {
         tracing::info!("module {name} loaded from {path}");
     }

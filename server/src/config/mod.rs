@@ -82,6 +82,8 @@ pub struct Config {
     /// The file name used in messages (`<default>` for the embedded one).
     pub file: String,
     pub load: Vec<String>,
+    /// Upstream backends for proxying, checked and resolved.
+    pub backends: Vec<crate::upstream::config::BackendSpec>,
     pub listen: Vec<ListenConfig>,
     pub logging: LoggingConfig,
     pub modules: BTreeMap<String, Section>,
@@ -135,13 +137,18 @@ impl Config {
         if raw.worker_pool.threads == 0 {
             return Err(parser.error_at_key("threads", "worker_pool.threads must be at least 1"));
         }
-        // Keys whose feature is not in this build yet: refuse rather than silently ignore.
-        if raw.backends.is_some() {
-            return Err(parser.error_at_key(
-                "backends",
-                "upstream backends are not supported by this build yet",
-            ));
+        let mut backends = Vec::with_capacity(raw.backends.len());
+        for (name, b) in &raw.backends {
+            let spec =
+                crate::upstream::config::check(name, b).map_err(|(key, message)| ConfigError {
+                    file: file.to_owned(),
+                    line: osprey_sdk::config::line_of_key(&json, name) as usize,
+                    key: format!("backends.{name}.{key}"),
+                    message,
+                })?;
+            backends.push(spec);
         }
+        // Keys whose feature is not in this build yet: refuse rather than silently ignore.
         if raw.logging.access_log.is_some() {
             return Err(parser.error_at_key(
                 "access_log",
@@ -161,6 +168,7 @@ impl Config {
         Ok(Config {
             file: file.to_owned(),
             load: raw.load.iter().map(|l| l.so.clone()).collect(),
+            backends,
             listen: raw.listen,
             logging: raw.logging,
             modules,

@@ -14,8 +14,8 @@ pub struct FileConfig<'a> {
     pub load: Vec<LoadEntry>,
     #[serde(default)]
     pub listen: Vec<ListenConfig>,
-    #[serde(default, borrow)]
-    pub backends: Option<&'a RawValue>,
+    #[serde(default)]
+    pub backends: BTreeMap<String, crate::upstream::config::BackendConfig>,
     #[serde(default)]
     pub logging: LoggingConfig,
     #[serde(default, borrow)]

@@ -5,6 +5,7 @@ mod body;
 pub mod io;
 mod pool;
 mod respond;
+mod tunnel;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,6 +151,16 @@ impl Conn {
         pool::give_response(ex.resp);
         // Keep pipelined bytes that follow this request.
         self.buf.drain(..used.min(self.buf.len()));
+        if let Some(t) = sent.upgrade {
+            // 101: the connection is no longer HTTP; bytes already read belong to the tunnel.
+            self.flush(io, timeouts.write).await?;
+            let pending = std::mem::take(&mut self.buf);
+            let result = tunnel::splice(io, &pending, t, timeouts.keepalive).await;
+            pool::give_buffer(pending);
+            io.close().await;
+            result?;
+            return Ok(false);
+        }
         if !sent.keep_alive {
             self.flush(io, timeouts.write).await?;
             io.close().await;

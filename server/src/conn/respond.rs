@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use osprey_sdk::{Body, FfiPoll, Response};
+use osprey_sdk::{Body, FfiPoll, Response, TunnelBox};
 
 use super::io::Io;
 use crate::dispatch::error_response;
@@ -17,6 +17,8 @@ const INLINE_BODY: usize = 16 * 1024;
 /// What the connection should do after a response.
 pub struct Sent {
     pub keep_alive: bool,
+    /// After a 101: the tunnel the connection now belongs to.
+    pub upgrade: Option<TunnelBox>,
 }
 
 /// Serialise `resp`; bytes may remain in `out` for the caller to flush.
@@ -36,6 +38,10 @@ pub async fn write_response<I: Io>(
         );
         error_response(resp, 500, "");
     }
+    let upgrade = take_upgrade(resp, minor);
+    if upgrade.is_some() {
+        keep_alive = true;
+    }
     let no_body = bodiless(resp.status);
     let framing = match (no_body, resp.body.len()) {
         (true, _) => Framing::None,
@@ -48,11 +54,15 @@ pub async fn write_response<I: Io>(
     };
     write_head(out, minor, resp.status, &resp.headers, framing, keep_alive);
     if is_head || no_body {
-        return Ok(Sent { keep_alive });
+        return Ok(Sent {
+            keep_alive,
+            upgrade,
+        });
     }
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     match body {
-        Body::Empty => {}
+        // Taken by `take_upgrade` (a 101 has no body).
+        Body::Empty | Body::Upgrade(_) => {}
         Body::Bytes(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
         Body::Shared(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
         Body::Bytes(b) => {
@@ -72,6 +82,7 @@ pub async fn write_response<I: Io>(
             with_timeout(timeout, io.write_all(&[out])).await?;
             out.clear();
             let chunked = framing == Framing::Chunked;
+            let mut sent: u64 = 0;
             loop {
                 let next = std::future::poll_fn(|cx| {
                     use async_ffi::ContextExt;
@@ -88,6 +99,15 @@ pub async fn write_response<I: Io>(
                         if chunk.is_empty() {
                             continue;
                         }
+                        sent += chunk.len() as u64;
+                        if let Framing::Length(n) = framing {
+                            if sent > n {
+                                tracing::error!(
+                                    "response stream is longer than its declared {n} bytes"
+                                );
+                                return Err(io::Error::other("stream too long"));
+                            }
+                        }
                         if chunked {
                             write_chunk(out, &chunk);
                             with_timeout(timeout, io.write_all(&[out])).await?;
@@ -96,7 +116,17 @@ pub async fn write_response<I: Io>(
                             with_timeout(timeout, io.write_all(&[&chunk])).await?;
                         }
                     }
-                    Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => break,
+                    Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => {
+                        if let Framing::Length(n) = framing {
+                            if sent != n {
+                                tracing::error!(
+                                    "response stream ended after {sent} of its declared {n} bytes"
+                                );
+                                return Err(io::Error::other("stream too short"));
+                            }
+                        }
+                        break;
+                    }
                     Some(osprey_sdk::abi_stable::std_types::ROption::RSome(
                         osprey_sdk::abi_stable::std_types::RResult::RErr(e),
                     )) => {
@@ -114,7 +144,27 @@ pub async fn write_response<I: Io>(
             }
         }
     }
-    Ok(Sent { keep_alive })
+    Ok(Sent {
+        keep_alive,
+        upgrade: None,
+    })
+}
+
+/// A 101 must carry a tunnel and a tunnel needs a 101 (on HTTP/1.1); anything else is a
+/// handler bug, answered 500.
+fn take_upgrade(resp: &mut Response, minor: u8) -> Option<TunnelBox> {
+    let is_upgrade = matches!(resp.body, Body::Upgrade(_));
+    if !is_upgrade && resp.status != 101 {
+        return None;
+    }
+    if is_upgrade && resp.status == 101 && minor == 1 {
+        if let Body::Upgrade(t) = std::mem::replace(&mut resp.body, Body::Empty) {
+            return Some(t);
+        }
+    }
+    tracing::error!("a 101 response needs an upgrade body and an HTTP/1.1 request; answering 500");
+    error_response(resp, 500, "");
+    None
 }
 
 async fn with_timeout(

@@ -83,6 +83,7 @@ pub fn write_head(
         Framing::Close | Framing::None => {}
     }
     match (keep_alive, minor) {
+        _ if status == 101 => out.extend_from_slice(b"\r\nConnection: upgrade"),
         (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
         (true, 0) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
         (true, _) => {}

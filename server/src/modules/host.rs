@@ -17,5 +17,12 @@ extern "C" fn log(level: Level, module: RStr<'_>, message: RStr<'_>) {
 pub fn host() -> HostRef {
     use std::sync::OnceLock;
     static HOST: OnceLock<HostRef> = OnceLock::new();
-    *HOST.get_or_init(|| Host { log }.leak_into_prefix())
+    *HOST.get_or_init(|| {
+        Host {
+            log,
+            backend: crate::upstream::host_backend,
+            upstream_request: crate::upstream::host_upstream_request,
+        }
+        .leak_into_prefix()
+    })
 }

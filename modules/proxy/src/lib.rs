@@ -1,0 +1,225 @@
+//! `proxy`: the `http_proxy` handler. It holds the proxying *policy* — which backend, how the
+//! path is rewritten, which headers go upstream and which come back — and leaves the machinery
+//! (pools, balancing, health checks, retries, strict parsing) to the host's upstream service.
+//! No I/O of its own: it awaits the host's future and hands the host's body stream (or, after
+//! a 101, its tunnel) on.
+//!
+//! ```json
+//! {"prefix": "/app", "handler": "http_proxy", "backend": "app", "uri": "/", "proxy_copy_host": true}
+//! ```
+
+use osprey_sdk::abi_stable::std_types::{RCowStr, RResult, RString, RVec};
+use osprey_sdk::{
+    handler_box, host, parse_config, BackendId, ConfigError, Handler, HandlerBox, HeaderPair,
+    Module, Outcome, Reply, Request, Response, UpstreamRequest,
+};
+use serde::Deserialize;
+
+/// What this proxy adds to `Via`.
+const VIA: &str = "1.1 osprey";
+
+/// Request headers that describe the client connection (RFC 9110 7.6.1), or that this
+/// handler sets itself.
+const NOT_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+    "host",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "via",
+];
+
+/// A route's own keys (`parse_config` rejects any other that the core does not read).
+#[derive(Deserialize)]
+struct RouteConf {
+    /// A name from the configuration's `backends`.
+    backend: String,
+    /// Replaces the route prefix in the path sent upstream (NXWEB's `uri`).
+    uri: Option<String>,
+    /// Send the client's `Host` upstream instead of the server's address.
+    #[serde(default)]
+    proxy_copy_host: bool,
+}
+
+struct ProxyModule;
+
+impl Module for ProxyModule {
+    const NAME: &'static str = "proxy";
+    const HANDLERS: &'static [&'static str] = &["http_proxy"];
+
+    fn new(config: &str) -> Result<Self, ConfigError> {
+        let _: std::collections::BTreeMap<String, ()> = parse_config(config)?;
+        Ok(ProxyModule)
+    }
+
+    fn new_handler(&self, _type_name: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        let conf: RouteConf = parse_config(route)?;
+        let backend = host::backend(&conf.backend).ok_or_else(|| {
+            ConfigError::at_key(
+                route,
+                "backend",
+                format!("no backend named `{}` in `backends`", conf.backend),
+            )
+        })?;
+        if let Some(uri) = &conf.uri {
+            if !uri.starts_with('/') || uri.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'?') {
+                return Err(ConfigError::at_key(
+                    route,
+                    "uri",
+                    "uri must be a path starting with `/`",
+                ));
+            }
+        }
+        Ok(handler_box(Proxy {
+            backend,
+            uri: conf.uri,
+            copy_host: conf.proxy_copy_host,
+        }))
+    }
+}
+
+struct Proxy {
+    backend: BackendId,
+    uri: Option<String>,
+    copy_host: bool,
+}
+
+impl Proxy {
+    /// The target sent upstream: the route prefix replaced by `uri`, if set.
+    fn target(&self, req: &Request<'_>) -> String {
+        let Some(base) = &self.uri else {
+            return req.uri.to_string();
+        };
+        let info = req.path_info.as_str();
+        let mut target = String::with_capacity(base.len() + info.len() + req.query.len() + 2);
+        match (base.ends_with('/'), info.strip_prefix('/')) {
+            (true, Some(rest)) => {
+                target.push_str(base);
+                target.push_str(rest);
+            }
+            _ => {
+                target.push_str(base);
+                target.push_str(info);
+            }
+        }
+        if !req.query.is_empty() {
+            target.push('?');
+            target.push_str(&req.query);
+        }
+        target
+    }
+
+    fn headers(&self, req: &Request<'_>) -> RVec<HeaderPair> {
+        let mut out = RVec::with_capacity(req.headers.len() + 5);
+        // Headers named in `Connection` are hop-by-hop too.
+        let listed: Vec<&str> = req
+            .header_all("connection")
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        for h in req.headers.iter() {
+            let name = h.name.as_str();
+            if NOT_FORWARDED
+                .iter()
+                .chain(&listed)
+                .any(|n| n.eq_ignore_ascii_case(name))
+            {
+                continue;
+            }
+            // The core rejected control bytes; bytes that are not UTF-8 are dropped with the header.
+            if let Some(value) = h.value_str() {
+                out.push(pair(name.to_owned(), value.to_owned()));
+            }
+        }
+        // A protocol upgrade (WebSocket) asked for with `Connection: upgrade` is passed on;
+        // the host then tunnels the connection after the upstream's 101.
+        if req.http_minor == 1 && listed.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
+            if let Some(proto) = req.header("upgrade") {
+                out.push(pair("Upgrade".into(), proto.to_owned()));
+            }
+        }
+        if self.copy_host {
+            if let Some(h) = req.header("host") {
+                out.push(pair("Host".into(), h.to_owned()));
+            }
+        }
+        let forwarded_for: Vec<&str> = req.header_all("x-forwarded-for").collect();
+        let ip = req.remote_ip();
+        let xff = if forwarded_for.is_empty() {
+            ip.to_owned()
+        } else {
+            format!("{}, {ip}", forwarded_for.join(", "))
+        };
+        out.push(pair("X-Forwarded-For".into(), xff));
+        out.push(pair(
+            "X-Forwarded-Proto".into(),
+            if req.secure { "https" } else { "http" }.into(),
+        ));
+        if let Some(h) = req.header("host") {
+            out.push(pair("X-Forwarded-Host".into(), h.to_owned()));
+        }
+        out.push(pair(
+            "Via".into(),
+            with_via(req.header_all("via").collect()),
+        ));
+        out
+    }
+}
+
+fn pair(name: String, value: String) -> HeaderPair {
+    HeaderPair {
+        name: RCowStr::from(name),
+        value: RCowStr::from(value),
+    }
+}
+
+fn with_via(mut earlier: Vec<&str>) -> String {
+    earlier.push(VIA);
+    earlier.join(", ")
+}
+
+impl Handler for Proxy {
+    fn handle(&self, req: &Request<'_>, _resp: &mut Response) -> Outcome {
+        let request = UpstreamRequest {
+            method: RString::from(req.method.as_str()),
+            target: self.target(req).into(),
+            headers: self.headers(req),
+            body: RVec::from(req.body.as_slice()),
+            client_ip: RString::from(req.remote_ip()),
+        };
+        let pending = host::upstream_request(self.backend, request);
+        Outcome::later(async move {
+            match pending.await {
+                RResult::ROk(mut resp) => {
+                    let via = {
+                        let earlier: Vec<&str> = resp
+                            .headers
+                            .iter()
+                            .filter(|h| h.name.eq_ignore_ascii_case("via"))
+                            .map(|h| h.value.as_str())
+                            .collect();
+                        with_via(earlier)
+                    };
+                    resp.set_header("Via", via);
+                    Reply::Done(resp)
+                }
+                RResult::RErr(e) => {
+                    host::warn(&e.message);
+                    Reply::Error(e.status)
+                }
+            }
+        })
+    }
+}
+
+osprey_sdk::export_module!(ProxyModule);

@@ -1,0 +1,315 @@
+//! One proxied request: choose a server, take a pooled connection or connect, send, read the
+//! response head; on failure try another server where that is safe.
+
+use std::io;
+use std::time::Duration;
+
+use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::body::{LengthOnly, UpstreamBody};
+use super::state::ActiveGuard;
+use super::wire::{self, Encoded, Framing, Parsed, RespHead};
+use super::{pool, Backend};
+
+/// Why an attempt failed.
+#[derive(Debug)]
+enum Fail {
+    /// The request never left: safe to retry anywhere.
+    Connect(io::Error),
+    ConnectTimeout,
+    /// The request may have reached the server.
+    Send(io::Error),
+    SendTimeout,
+    Read {
+        error: io::Error,
+        got_bytes: bool,
+    },
+    ReadTimeout,
+    Protocol(&'static str),
+}
+
+impl Fail {
+    fn reached_upstream(&self) -> bool {
+        !matches!(self, Fail::Connect(_) | Fail::ConnectTimeout)
+    }
+
+    /// A pooled connection the server had closed: the request was not processed.
+    fn stale(&self) -> bool {
+        matches!(
+            self,
+            Fail::Send(_)
+                | Fail::Read {
+                    got_bytes: false,
+                    ..
+                }
+        )
+    }
+
+    fn status(&self) -> u16 {
+        match self {
+            Fail::ConnectTimeout | Fail::SendTimeout | Fail::ReadTimeout => 504,
+            _ => 502,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Fail::Connect(e) => format!("connect failed: {e}"),
+            Fail::ConnectTimeout => "connect timed out".into(),
+            Fail::Send(e) => format!("sending the request failed: {e}"),
+            Fail::SendTimeout => "sending the request timed out".into(),
+            Fail::Read { error, .. } => format!("reading the response failed: {error}"),
+            Fail::ReadTimeout => "timed out waiting for the response".into(),
+            Fail::Protocol(m) => format!("invalid response: {m}"),
+        }
+    }
+}
+
+/// The methods RFC 9110 calls idempotent: a retry cannot do harm.
+fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+pub async fn request(
+    backend: &'static Backend,
+    req: UpstreamRequest,
+) -> Result<Response, UpstreamError> {
+    let safe = idempotent(req.method.as_str());
+    let client_ip = req.client_ip.to_string();
+    let encoded = Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
+        status: 500,
+        message: format!("backend `{}`: {m}", backend.name).into(),
+    })?;
+    let tries = (backend.retries as usize + 1).min(backend.servers.len());
+    let mut tried: Vec<usize> = Vec::with_capacity(tries);
+    let mut last: Option<(usize, Fail)> = None;
+    while tried.len() < tries {
+        let Some(i) = backend.pick(&client_ip, &tried) else {
+            break;
+        };
+        tried.push(i);
+        let server = &backend.servers[i];
+        match attempt(backend, i, &encoded, safe).await {
+            Ok(resp) => return Ok(resp),
+            Err(fail) => {
+                tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
+                if server.record_failure(backend.max_fails, backend.fail_timeout) {
+                    tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?}", backend.fail_timeout);
+                }
+                let retry = match fail {
+                    Fail::Protocol(_) => false,
+                    ref f => safe || !f.reached_upstream(),
+                };
+                last = Some((i, fail));
+                if !retry {
+                    break;
+                }
+            }
+        }
+    }
+    Err(match last {
+        Some((i, fail)) => UpstreamError {
+            status: fail.status(),
+            message: format!(
+                "backend `{}`, server {}: {}",
+                backend.name,
+                backend.servers[i].name,
+                fail.describe()
+            )
+            .into(),
+        },
+        None => UpstreamError {
+            status: 502,
+            message: format!("backend `{}`: no server is available", backend.name).into(),
+        },
+    })
+}
+
+/// One server: a pooled connection first (a stale one is replaced once, for safe requests),
+/// else a new one.
+async fn attempt(
+    backend: &'static Backend,
+    i: usize,
+    req: &Encoded,
+    safe: bool,
+) -> Result<Response, Fail> {
+    let server = backend.servers[i].clone();
+    let guard = ActiveGuard::new(server.clone());
+    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
+        match exchange(backend, stream, req, &server.name).await {
+            Ok(x) => return Ok(respond(backend, i, req, x, guard)),
+            Err(f) if f.stale() && safe => {
+                tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting");
+            }
+            Err(f) => return Err(f),
+        }
+    }
+    let stream = connect(server.addr, backend.connect_timeout).await?;
+    let x = exchange(backend, stream, req, &server.name).await?;
+    Ok(respond(backend, i, req, x, guard))
+}
+
+async fn connect(addr: std::net::SocketAddr, limit: Duration) -> Result<TcpStream, Fail> {
+    let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+        .await
+        .map_err(|_| Fail::ConnectTimeout)?
+        .map_err(Fail::Connect)?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+struct Exchanged {
+    stream: TcpStream,
+    head: RespHead,
+    /// Body bytes read with the head.
+    rest: Vec<u8>,
+}
+
+async fn exchange(
+    backend: &Backend,
+    mut stream: TcpStream,
+    req: &Encoded,
+    host: &str,
+) -> Result<Exchanged, Fail> {
+    let bytes = req.for_server(host);
+    let send = async {
+        stream.write_all(&bytes).await?;
+        stream.write_all(req.large_body()).await
+    };
+    tokio::time::timeout(backend.send_timeout, send)
+        .await
+        .map_err(|_| Fail::SendTimeout)?
+        .map_err(Fail::Send)?;
+    let mut buf = Vec::with_capacity(8 * 1024);
+    let mut got_bytes = false;
+    loop {
+        if !buf.is_empty() {
+            match wire::parse_response(&buf, req.head_request, req.upgrade)
+                .map_err(Fail::Protocol)?
+            {
+                Parsed::Partial => {}
+                Parsed::Interim(n) => {
+                    buf.drain(..n);
+                    continue;
+                }
+                Parsed::Head(head) => {
+                    buf.drain(..head.len);
+                    return Ok(Exchanged {
+                        stream,
+                        head,
+                        rest: buf,
+                    });
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < 2048 {
+            buf.reserve(8 * 1024);
+        }
+        let n = tokio::time::timeout(backend.read_timeout, stream.read_buf(&mut buf))
+            .await
+            .map_err(|_| Fail::ReadTimeout)?
+            .map_err(|error| Fail::Read { error, got_bytes })?;
+        if n == 0 {
+            let error = io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the upstream closed the connection",
+            );
+            return Err(Fail::Read { error, got_bytes });
+        }
+        got_bytes = true;
+    }
+}
+
+/// Turn a response head into the module's response; the body streams from the connection.
+fn respond(
+    backend: &'static Backend,
+    i: usize,
+    req: &Encoded,
+    x: Exchanged,
+    guard: ActiveGuard,
+) -> Response {
+    let server = &backend.servers[i];
+    let Exchanged { stream, head, rest } = x;
+    if head.status >= 500 && backend.fail_on_5xx {
+        if server.record_failure(backend.max_fails, backend.fail_timeout) {
+            tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?} after status {}", backend.fail_timeout, head.status);
+        }
+    } else {
+        server.record_success();
+    }
+    let mut resp = Response::new();
+    resp.status = head.status;
+    resp.headers = head.headers.into();
+    if head.status == 101 {
+        // Switching protocols: the socket becomes the client's tunnel, never pooled.
+        resp.body = osprey_sdk::Body::Upgrade(osprey_sdk::tunnel::Tunnel_TO::from_value(
+            super::tunnel::UpstreamTunnel {
+                stream,
+                early: rest,
+                _guard: guard,
+            },
+            osprey_sdk::abi_stable::sabi_trait::TD_Opaque,
+        ));
+        return resp;
+    }
+    match head.framing {
+        Framing::None | Framing::Length(0) => {
+            if head.keep_alive && rest.is_empty() {
+                pool::put(backend.id, i, stream, backend.keepalive);
+            }
+            drop(guard);
+            if req.head_request {
+                if let Some(n) = head.declared_len {
+                    resp.body_stream(LengthOnly(n));
+                }
+            }
+        }
+        framing => {
+            resp.body_stream(UpstreamBody::new(
+                backend,
+                i,
+                stream,
+                rest,
+                framing,
+                head.keep_alive,
+                guard,
+            ));
+        }
+    }
+    resp
+}
+
+/// For the health checker: send `GET path` and return the status.
+pub async fn check(addr: std::net::SocketAddr, host: &str, path: &str) -> Result<u16, String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect failed: {e}"))?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: osprey-health-check\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("send failed: {e}"))?;
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        if stream
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| format!("read failed: {e}"))?
+            == 0
+        {
+            return Err("connection closed before a response".into());
+        }
+        match wire::parse_response(&buf, false, false)? {
+            Parsed::Partial => {}
+            Parsed::Interim(n) => {
+                buf.drain(..n);
+            }
+            Parsed::Head(h) => return Ok(h.status),
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The upstream side of HTTP/1.1: encoding the request, parsing the response head strictly
+//! (RFC 9112: no CL+TE, one `chunked` coding at most, agreeing Content-Lengths, bounded size).
+
+use osprey_sdk::abi_stable::std_types::RCowStr;
+use osprey_sdk::{HeaderPair, UpstreamRequest};
+
+/// Response heads larger than this are refused (502).
+pub const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 128;
+
+/// Request headers the service writes itself, or that describe the client connection only.
+const REQUEST_FRAMING: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "expect",
+];
+
+/// Hop-by-hop response headers (RFC 9110 7.6.1) and the framing the core redoes.
+const RESPONSE_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
+
+/// A request, encoded once and sent to whichever server is chosen. The `Host` line is added
+/// per server when the module did not set one.
+pub struct Encoded {
+    pub line: Vec<u8>,
+    pub has_host: bool,
+    pub rest: Vec<u8>,
+    pub body: Vec<u8>,
+    pub head_request: bool,
+    /// The module forwards the client's `Upgrade` (a WebSocket handshake, say).
+    pub upgrade: bool,
+}
+
+impl Encoded {
+    pub fn new(req: UpstreamRequest, keep_alive: bool) -> Result<Encoded, &'static str> {
+        let method = req.method.as_str();
+        if method.is_empty() || !method.bytes().all(is_token) {
+            return Err("bad request method");
+        }
+        let target = req.target.as_str();
+        if !(target.starts_with('/') || target == "*")
+            || target.bytes().any(|b| b <= b' ' || b == 0x7f)
+        {
+            return Err("bad request target");
+        }
+        let mut line = Vec::with_capacity(method.len() + target.len() + 12);
+        line.extend_from_slice(method.as_bytes());
+        line.push(b' ');
+        line.extend_from_slice(target.as_bytes());
+        line.extend_from_slice(b" HTTP/1.1\r\n");
+        let mut rest = Vec::with_capacity(512);
+        let mut has_host = false;
+        let mut upgrade = false;
+        for h in req.headers.iter() {
+            let name = h.name.as_str();
+            if name.is_empty()
+                || !name.bytes().all(is_token)
+                || h.value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+            {
+                return Err("bad request header");
+            }
+            if REQUEST_FRAMING.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            if name.eq_ignore_ascii_case("upgrade") {
+                if upgrade {
+                    continue;
+                }
+                upgrade = true;
+            }
+            if name.eq_ignore_ascii_case("host") {
+                if has_host {
+                    continue;
+                }
+                has_host = true;
+            }
+            push_header(&mut rest, name, h.value.as_str());
+        }
+        let body = req.body.into_vec();
+        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+            push_header(
+                &mut rest,
+                "Content-Length",
+                itoa::Buffer::new().format(body.len()),
+            );
+        }
+        if upgrade {
+            push_header(&mut rest, "Connection", "upgrade");
+        } else if !keep_alive {
+            push_header(&mut rest, "Connection", "close");
+        }
+        rest.extend_from_slice(b"\r\n");
+        Ok(Encoded {
+            head_request: method == "HEAD",
+            upgrade,
+            line,
+            has_host,
+            rest,
+            body,
+        })
+    }
+
+    /// The bytes to send to the server known as `host`.
+    pub fn for_server(&self, host: &str) -> Vec<u8> {
+        let small_body = self.body.len() <= 16 * 1024;
+        let mut out = Vec::with_capacity(
+            self.line.len()
+                + self.rest.len()
+                + host.len()
+                + 8
+                + if small_body { self.body.len() } else { 0 },
+        );
+        out.extend_from_slice(&self.line);
+        if !self.has_host {
+            push_header(&mut out, "Host", host);
+        }
+        out.extend_from_slice(&self.rest);
+        if small_body {
+            out.extend_from_slice(&self.body);
+        }
+        out
+    }
+
+    /// The part of the body `for_server` did not include.
+    pub fn large_body(&self) -> &[u8] {
+        if self.body.len() <= 16 * 1024 {
+            &[]
+        } else {
+            &self.body
+        }
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the upstream closes.
+    Close,
+}
+
+#[derive(Debug)]
+pub struct RespHead {
+    pub status: u16,
+    /// End-to-end headers only.
+    pub headers: Vec<HeaderPair>,
+    pub framing: Framing,
+    /// The Content-Length the upstream declared (also for HEAD).
+    pub declared_len: Option<u64>,
+    /// The connection may serve another request after this response.
+    pub keep_alive: bool,
+    /// Bytes of the head.
+    pub len: usize,
+}
+
+#[derive(Debug)]
+pub enum Parsed {
+    Partial,
+    /// An interim (1xx) response of this many bytes, to skip.
+    Interim(usize),
+    Head(RespHead),
+}
+
+/// Parse a response head at the start of `buf`. A 101 is accepted only when the request asked
+/// for an upgrade.
+pub fn parse_response(
+    buf: &[u8],
+    head_request: bool,
+    upgrade: bool,
+) -> Result<Parsed, &'static str> {
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut raw);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Err("response head too large")
+        }
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(httparse::Error::TooManyHeaders) => return Err("too many response headers"),
+        Err(_) => return Err("malformed response head"),
+    };
+    if len > MAX_HEAD {
+        return Err("response head too large");
+    }
+    let status = resp.code.unwrap_or(0);
+    let minor = resp.version.unwrap_or(1);
+    if !(100..=999).contains(&status) {
+        return Err("bad response status");
+    }
+    let switching = status == 101;
+    if switching && !upgrade {
+        return Err("a protocol switch that was not asked for");
+    }
+    if status < 200 && !switching {
+        return Ok(Parsed::Interim(len));
+    }
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut keep_alive = minor == 1;
+    let mut connection_tokens: Vec<String> = Vec::new();
+    for h in resp.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = parse_length(h.value).ok_or("bad Content-Length in the response")?;
+            if content_length.is_some_and(|old| old != n) {
+                return Err("conflicting Content-Length headers in the response");
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if chunked || !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                return Err("unsupported Transfer-Encoding in the response");
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive |= minor == 0;
+                } else if !token.is_empty() {
+                    connection_tokens.push(String::from_utf8_lossy(token).to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    if chunked && content_length.is_some() {
+        return Err("both Content-Length and Transfer-Encoding in the response");
+    }
+    if chunked && minor == 0 {
+        return Err("Transfer-Encoding in an HTTP/1.0 response");
+    }
+    let framing = if switching {
+        keep_alive = false;
+        Framing::None
+    } else if head_request || status == 204 || status == 304 {
+        Framing::None
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(n) = content_length {
+        Framing::Length(n)
+    } else {
+        keep_alive = false;
+        Framing::Close
+    };
+    let headers = resp
+        .headers
+        .iter()
+        .filter(|h| {
+            // A 101 keeps its `Upgrade`: it names the protocol switched to.
+            (switching && h.name.eq_ignore_ascii_case("upgrade"))
+                || !RESPONSE_HOP.iter().any(|n| n.eq_ignore_ascii_case(h.name))
+                    && !connection_tokens
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(h.name))
+        })
+        .map(|h| HeaderPair {
+            name: RCowStr::from(h.name.to_owned()),
+            value: RCowStr::from(String::from_utf8_lossy(h.value).trim().to_owned()),
+        })
+        .collect();
+    Ok(Parsed::Head(RespHead {
+        status,
+        headers,
+        framing,
+        declared_len: content_length,
+        keep_alive,
+        len,
+    }))
+}
+
+fn parse_length(v: &[u8]) -> Option<u64> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osprey_sdk::abi_stable::std_types::{RString, RVec};
+
+    fn head(raw: &[u8]) -> RespHead {
+        match parse_response(raw, false, false).unwrap() {
+            Parsed::Head(h) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_responses() {
+        let h = head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: x-foo\r\nX-Foo: 1\r\nKeep-Alive: t=5\r\nX-Bar: 2\r\n\r\nhello");
+        assert_eq!(h.framing, Framing::Length(5));
+        assert!(h.keep_alive);
+        let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
+        assert_eq!(names, ["X-Bar"]);
+        assert_eq!(
+            head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").framing,
+            Framing::Chunked
+        );
+        let close = head(b"HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((close.framing, close.keep_alive), (Framing::Close, false));
+        assert!(!head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n").keep_alive);
+        assert!(
+            head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\n")
+                .keep_alive
+        );
+        assert_eq!(
+            head(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n").framing,
+            Framing::None
+        );
+        assert!(matches!(
+            parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false, false),
+            Ok(Parsed::Interim(25))
+        ));
+        assert!(matches!(
+            parse_response(b"HTTP/1.1 200 OK\r\n", false, false),
+            Ok(Parsed::Partial)
+        ));
+    }
+
+    #[test]
+    fn rejects_ambiguous_responses() {
+        for raw in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTX/1.1 200 OK\r\n\r\n",
+        ] {
+            assert!(
+                parse_response(raw, false, false).is_err(),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
+
+    #[test]
+    fn encodes_requests_with_own_framing() {
+        let req = UpstreamRequest {
+            method: "POST".into(),
+            target: "/a?b".into(),
+            headers: RVec::from(vec![
+                HeaderPair {
+                    name: "Content-Length".into(),
+                    value: "99".into(),
+                },
+                HeaderPair {
+                    name: "X-A".into(),
+                    value: "1".into(),
+                },
+                HeaderPair {
+                    name: "Connection".into(),
+                    value: "upgrade".into(),
+                },
+            ]),
+            body: RVec::from(b"hi".to_vec()),
+            client_ip: RString::from("1.2.3.4"),
+        };
+        let e = Encoded::new(req.clone(), true).unwrap();
+        assert_eq!(
+            String::from_utf8(e.for_server("up:80")).unwrap(),
+            "POST /a?b HTTP/1.1\r\nHost: up:80\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        let mut bad = req;
+        bad.headers.push(HeaderPair {
+            name: "X-B".into(),
+            value: "a\r\nb".into(),
+        });
+        assert!(Encoded::new(bad, true).is_err());
+    }
+}

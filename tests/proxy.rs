@@ -1,0 +1,585 @@
+//! The `proxy` module and the core's upstream service against real upstream servers started in
+//! the test, which are killed, stalled and restarted while requests flow.
+
+mod common;
+mod upstream;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{read_to_close, Response, Server};
+use upstream::{Mode, Upstream};
+
+fn servers_json(ups: &[&Upstream], weights: &[u32]) -> String {
+    let list: Vec<String> = ups
+        .iter()
+        .zip(weights)
+        .map(|(u, w)| format!(r#"{{"address": "{}", "weight": {w}}}"#, u.address()))
+        .collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// A configuration with one backend `b` (its JSON body given) behind `/app` -> `/`.
+fn proxy_config(backend: &str) -> String {
+    format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}],
+  "backends": {{"b": {backend}}},
+  "routing": [
+    {{"prefix": "/host", "handler": "http_proxy", "backend": "b", "uri": "/h", "proxy_copy_host": true}},
+    {{"prefix": "/app", "handler": "http_proxy", "backend": "b", "uri": "/"}},
+    {{"handler": "http_proxy", "backend": "b"}},
+  ]
+}}"#
+    )
+}
+
+fn get(srv: &Server, path: &str) -> Response {
+    srv.get(path)
+}
+
+/// A GET from the client address 127.0.0.`last`.
+fn get_from(srv: &Server, last: u8, path: &str) -> Response {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    sock.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into())
+        .unwrap();
+    sock.connect(&srv.addr().into()).unwrap();
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    Response::parse(read_to_close(&mut s).as_bytes())
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn forwards_rewrites_and_cleans_headers() {
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+
+    let req = "GET /app/echo?x=1 HTTP/1.1\r\nHost: site.test\r\nConnection: close, x-hop\r\nX-Hop: secret\r\nKeep-Alive: 300\r\nX-Forwarded-For: 10.9.9.9\r\nX-Keep: yes\r\n\r\n";
+    let resp = Response::parse(srv.raw(req.as_bytes()).as_bytes());
+    assert_eq!(resp.status, 200);
+    let seen = resp.text();
+    assert!(seen.starts_with("GET /echo?x=1 HTTP/1.1\r\n"), "{seen}");
+    let has = |line: &str| seen.lines().any(|l| l.eq_ignore_ascii_case(line));
+    assert!(has(&format!("Host: {}", up.address())), "{seen}");
+    assert!(has("X-Forwarded-For: 10.9.9.9, 127.0.0.1"), "{seen}");
+    assert!(has("X-Forwarded-Proto: http"), "{seen}");
+    assert!(has("X-Forwarded-Host: site.test"), "{seen}");
+    assert!(has("Via: 1.1 osprey"), "{seen}");
+    assert!(has("X-Keep: yes"), "{seen}");
+    let lower = seen.to_ascii_lowercase();
+    assert!(
+        !lower.contains("x-hop") && !lower.contains("keep-alive"),
+        "hop-by-hop forwarded: {seen}"
+    );
+
+    // Default response: hop-by-hop headers removed, Via appended, length kept.
+    let resp = get(&srv, "/app/page");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.text(), "u1 GET /page");
+    assert_eq!(resp.header("x-upstream"), Some("u1"));
+    assert_eq!(resp.header("content-length"), Some("12"));
+    assert_eq!(resp.header("via"), Some("1.0 origin, 1.1 osprey"));
+    assert!(
+        resp.header("x-secret").is_none() && resp.header("keep-alive").is_none(),
+        "{:?}",
+        resp.headers
+    );
+
+    // No rewrite: the full URI goes upstream. proxy_copy_host: the client's Host does.
+    assert_eq!(get(&srv, "/other/x?q").text(), "u1 GET /other/x?q");
+    let resp = Response::parse(
+        srv.raw(b"GET /host/echo HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert!(
+        resp.text().starts_with("GET /h/echo HTTP/1.1\r\n"),
+        "{}",
+        resp.text()
+    );
+    assert!(
+        resp.text().contains("\r\nHost: site.test\r\n"),
+        "{}",
+        resp.text()
+    );
+
+    // HEAD: the upstream's length, no body.
+    let raw = srv.raw(b"HEAD /app/page HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let (resp, used) = Response::parse_one(raw.as_bytes(), true);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-length"), Some("13"));
+    assert_eq!(used, raw.len(), "HEAD response carried a body: {raw}");
+}
+
+#[test]
+fn streams_bodies_both_ways() {
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+
+    let raw = srv.raw(b"GET /chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let resp = Response::parse(raw.as_bytes());
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.text(), "hello world");
+    assert_eq!(resp.header("transfer-encoding"), Some("chunked"));
+
+    let raw = srv.raw(b"GET /close HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let resp = Response::parse(raw.as_bytes());
+    assert_eq!(resp.text(), "until close");
+
+    let resp = get(&srv, "/big");
+    assert_eq!(resp.header("content-length"), Some("1048576"));
+    let expect: Vec<u8> = (0..1 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    assert!(
+        resp.body == expect,
+        "1 MiB body differs (got {} bytes)",
+        resp.body.len()
+    );
+
+    // A request body (Content-Length and chunked from the client) is sent with a length.
+    let raw = srv.raw(
+        b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabcde",
+    );
+    let text = Response::parse(raw.as_bytes()).text();
+    assert!(
+        text.contains("Content-Length: 5\r\n") && text.ends_with("BODY:abcde"),
+        "{text}"
+    );
+    let raw = srv.raw(b"PUT /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+    let text = Response::parse(raw.as_bytes()).text();
+    assert!(
+        text.contains("Content-Length: 5\r\n") && text.ends_with("BODY:abcde"),
+        "{text}"
+    );
+    assert!(
+        !text.to_ascii_lowercase().contains("transfer-encoding"),
+        "{text}"
+    );
+}
+
+#[test]
+fn upgrades_are_tunnelled() {
+    use std::io::Read;
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+    let mut s = srv.connect();
+    // Bytes pipelined right behind the handshake belong to the tunnel too.
+    s.write_all(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: test\r\n\r\nearly ")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let want = |got: &[u8], tail: &[u8]| got.ends_with(tail);
+    while !want(&got, b"hello\nEARLY ") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{text}"
+    );
+    let lower = text.to_ascii_lowercase();
+    assert!(
+        lower.contains("\r\nupgrade: test\r\n") && lower.contains("\r\nconnection: upgrade\r\n"),
+        "{text}"
+    );
+    assert!(
+        lower.contains("\r\nx-accept: yes\r\n") && !lower.contains("content-length"),
+        "{text}"
+    );
+    for word in ["ping", "more bytes"] {
+        s.write_all(word.as_bytes()).unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < word.len() {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            echoed.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(echoed, word.to_ascii_uppercase().as_bytes());
+    }
+    // The client closes: the tunnel ends.
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    // Without `Connection: upgrade` no Upgrade goes upstream.
+    let r = Response::parse(
+        srv.raw(b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: test\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!(r.status, 426);
+}
+
+#[test]
+fn keeps_upstream_connections_alive() {
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}", "keepalive": 4}}"#,
+        up.address()
+    )));
+    for i in 0..30 {
+        let path = ["/x", "/chunked", "/big"][i % 3];
+        assert_eq!(get(&srv, path).status, 200);
+    }
+    let accepted = up.state.accepted.load(Ordering::SeqCst);
+    // Two network threads, each with its own pool.
+    assert!(
+        accepted <= 2,
+        "30 requests opened {accepted} upstream connections"
+    );
+
+    // keepalive 0: one connection per request.
+    let up0 = Upstream::start("u0");
+    let srv0 = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}", "keepalive": 0}}"#,
+        up0.address()
+    )));
+    for _ in 0..5 {
+        assert_eq!(get(&srv0, "/x").status, 200);
+    }
+    assert_eq!(up0.state.accepted.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn strict_upstream_parsing() {
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}", "max_fails": 100}}"#,
+        up.address()
+    )));
+    assert_eq!(get(&srv, "/bad-framing").status, 502);
+    // A bad chunk after the head was sent: the client connection is cut, never completed.
+    let raw = srv.raw(b"GET /bad-chunk HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(
+        !raw.ends_with("0\r\n\r\n"),
+        "a broken upstream body looked complete: {raw:?}"
+    );
+    assert_eq!(get(&srv, "/x").status, 200);
+}
+
+#[test]
+fn weighted_round_robin_distribution() {
+    let ups = [
+        Upstream::start("a"),
+        Upstream::start("b"),
+        Upstream::start("c"),
+    ];
+    let list = servers_json(&[&ups[0], &ups[1], &ups[2]], &[1, 2, 1]);
+    let srv = Server::start(&proxy_config(&format!(r#"{{"servers": {list}}}"#)));
+    for _ in 0..200 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    let hits: Vec<usize> = ups.iter().map(Upstream::hits).collect();
+    assert_eq!(hits, [50, 100, 50]);
+}
+
+#[test]
+fn least_conn_avoids_a_busy_server() {
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let srv = Arc::new(Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "balance": "least_conn"}}"#
+    ))));
+    let slow = {
+        let srv = srv.clone();
+        std::thread::spawn(move || get(&srv, "/sleep").text())
+    };
+    wait_for("the slow request to arrive", Duration::from_secs(5), || {
+        ups[0].hits() + ups[1].hits() == 1
+    });
+    let busy = if ups[0].hits() == 1 { 0 } else { 1 };
+    for _ in 0..10 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    assert_eq!(
+        ups[busy].hits(),
+        1,
+        "least_conn sent requests to the busy server"
+    );
+    assert_eq!(ups[1 - busy].hits(), 10);
+    assert!(slow.join().unwrap().ends_with("slept"));
+}
+
+#[test]
+fn ip_hash_is_sticky_and_consistent() {
+    let ups = [
+        Upstream::start("a"),
+        Upstream::start("b"),
+        Upstream::start("c"),
+    ];
+    let list = servers_json(&[&ups[0], &ups[1], &ups[2]], &[1, 1, 1]);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "balance": "ip_hash", "max_fails": 1, "fail_timeout": 60}}"#
+    )));
+    let who = |last: u8| {
+        get_from(&srv, last, "/x")
+            .header("x-upstream")
+            .unwrap()
+            .to_owned()
+    };
+    let clients: Vec<u8> = (2..26).collect();
+    let before: Vec<String> = clients.iter().map(|&c| who(c)).collect();
+    for (&c, b) in clients.iter().zip(&before) {
+        assert_eq!(&who(c), b, "client 127.0.0.{c} moved");
+    }
+    let used: std::collections::BTreeSet<&String> = before.iter().collect();
+    assert!(used.len() >= 2, "24 clients all hashed to {used:?}");
+    // Server `a` dies: its clients move, nobody else does.
+    ups[0].kill();
+    for (&c, b) in clients.iter().zip(&before) {
+        let now = who(c);
+        if b == "a" {
+            assert_ne!(now, "a");
+        } else {
+            assert_eq!(&now, b, "client 127.0.0.{c} moved though its server is up");
+        }
+    }
+}
+
+#[test]
+fn active_health_checks_eject_and_restore() {
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let interval = 0.5;
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "health_check": {{"path": "/health", "interval": {interval}, "fails": 2, "passes": 2, "timeout": 1}}}}"#
+    )));
+    wait_for("health checks", Duration::from_secs(5), || {
+        ups[0].state.health_hits.load(Ordering::SeqCst) > 0
+    });
+    for _ in 0..4 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    assert_eq!((ups[0].hits(), ups[1].hits()), (2, 2));
+    // `a` still serves, but its health check fails: within two intervals it gets no traffic.
+    ups[0].set_healthy(false);
+    std::thread::sleep(Duration::from_secs_f64(interval * 2.0 + 0.4));
+    let before = ups[0].hits();
+    for _ in 0..10 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    assert_eq!(ups[0].hits(), before, "an unhealthy server got traffic");
+    assert!(
+        srv.log_text().contains("server is down"),
+        "{}",
+        srv.log_text()
+    );
+    // It recovers after `passes` good checks.
+    ups[0].set_healthy(true);
+    wait_for("recovery", Duration::from_secs(5), || {
+        get(&srv, "/x");
+        ups[0].hits() > before
+    });
+    assert!(srv.log_text().contains("server is up"));
+}
+
+#[test]
+fn passive_ejection_and_recovery() {
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "max_fails": 1, "fail_timeout": 1}}"#
+    )));
+    ups[0].kill();
+    // Every request succeeds: the failed attempt is retried on `b`, then `a` is ejected.
+    for _ in 0..10 {
+        let r = get(&srv, "/x");
+        assert_eq!((r.status, r.header("x-upstream")), (200, Some("b")));
+    }
+    assert_eq!(ups[1].hits(), 10);
+    let log = srv.log_text();
+    assert_eq!(
+        log.matches("upstream attempt failed: connect failed")
+            .count(),
+        1,
+        "`a` was tried after its ejection:\n{log}"
+    );
+    assert!(log.contains("server ejected"), "{log}");
+    // Back after fail_timeout.
+    ups[0].restart();
+    std::thread::sleep(Duration::from_millis(1200));
+    wait_for("`a` back in rotation", Duration::from_secs(5), || {
+        get(&srv, "/x").header("x-upstream") == Some("a")
+    });
+
+    // A 5xx counts as a failure too (the response still goes to the client).
+    assert_eq!(get(&srv, "/error").status, 503);
+    assert!(
+        srv.log_text().contains("after status 503"),
+        "{}",
+        srv.log_text()
+    );
+}
+
+#[test]
+fn all_servers_down_is_502() {
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "fail_timeout": 30, "connect_timeout": 20}}"#
+    )));
+    ups[0].kill();
+    ups[1].kill();
+    assert_eq!(get(&srv, "/x").status, 502);
+    // Both are ejected now: answered at once, without trying them.
+    assert_eq!(get(&srv, "/x").status, 502);
+    let log = srv.log_text();
+    assert!(log.contains("no server is available"), "{log}");
+    assert_eq!(
+        log.matches("upstream attempt failed: connect failed")
+            .count(),
+        2,
+        "{log}"
+    );
+}
+
+#[test]
+fn timeouts_and_retry_rules() {
+    // A stalled upstream: 504 after read_timeout.
+    let stall = Upstream::start("s");
+    stall.set_mode(Mode::Stall);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}", "read_timeout": 0.5}}"#,
+        stall.address()
+    )));
+    let r = srv.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 504"), "{r}\n{}", srv.log_text());
+    drop(srv);
+    stall.kill();
+
+    // Two servers that close after reading the request.
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    for u in &ups {
+        u.set_mode(Mode::Close);
+    }
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "max_fails": 100}}"#
+    )));
+    let total = || ups[0].hits() + ups[1].hits();
+    // POST reached the upstream: never retried.
+    let raw =
+        srv.raw(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
+    assert_eq!(Response::parse(raw.as_bytes()).status, 502);
+    assert_eq!(total(), 1, "a POST was sent twice");
+    // GET is idempotent: tried on the other server too.
+    assert_eq!(get(&srv, "/x").status, 502);
+    assert_eq!(total(), 3);
+    // Once one server answers, the GET succeeds through the retry.
+    ups[1].set_mode(Mode::Normal);
+    for _ in 0..4 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+}
+
+#[test]
+fn no_request_lost_when_an_upstream_dies_under_load() {
+    let ups = Arc::new([
+        Upstream::start("a"),
+        Upstream::start("b"),
+        Upstream::start("c"),
+    ]);
+    let list = servers_json(&[&ups[0], &ups[1], &ups[2]], &[1, 1, 1]);
+    let srv = Arc::new(Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "fail_timeout": 60}}"#
+    ))));
+    let done = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (srv, done) = (srv.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut bad = Vec::new();
+                for i in 0..150 {
+                    let path = format!("/x/{i}");
+                    let r = get(&srv, &path);
+                    if r.status != 200 || !r.text().ends_with(&path) {
+                        bad.push(format!("{} {}: {}", r.status, path, r.text()));
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                bad
+            })
+        })
+        .collect();
+    wait_for("load to build up", Duration::from_secs(20), || {
+        done.load(Ordering::SeqCst) >= 150
+    });
+    ups[1].kill();
+    let bad: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} requests failed: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+    let hits: Vec<usize> = ups.iter().map(Upstream::hits).collect();
+    assert!(hits[1] < hits[0] && hits[1] < hits[2], "{hits:?}");
+}
+
+#[test]
+fn configuration_errors_are_located() {
+    let dir = common::TempDir::new("proxy-conf");
+    let check = |text: &str| {
+        let path = dir.write("c.json", text);
+        let out = Command::new(common::osprey_bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "accepted: {text}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = check(
+        "{\"load\": [{\"so\": \"proxy\"}],\n \"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\"}},\n \"routing\": [\n  {\"prefix\": \"/\", \"handler\": \"http_proxy\",\n   \"backend\": \"nope\"}]}",
+    );
+    assert!(
+        e.contains("c.json:5") && e.contains("no backend named `nope`"),
+        "{e}"
+    );
+    let e = check("{\n \"backends\": {\n  \"b\": {\"servers\": [{\"address\": \"no-port\"}]}}}");
+    assert!(
+        e.contains("c.json:3") && e.contains("backends.b.address"),
+        "{e}"
+    );
+    let e =
+        check("{\"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\", \"balance\": \"random\"}}}");
+    assert!(
+        e.contains("backends.b.balance") && e.contains("unknown variant"),
+        "{e}"
+    );
+    let e = check(
+        "{\"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\", \"health_check\": {\"every\": 1}}}}",
+    );
+    assert!(e.contains("unknown field `every`"), "{e}");
+    let e = check("{\"load\": [{\"so\": \"proxy\"}], \"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\"}}, \"routing\": [{\"handler\": \"http_proxy\", \"backend\": \"b\", \"cache\": 1}]}");
+    assert!(e.contains("cache"), "{e}");
+}
