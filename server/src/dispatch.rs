@@ -127,10 +127,12 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
         };
         // Filters before the handler; one may answer (a cache hit).
         let mut answered_by = None;
-        for (i, filter) in route.filters.iter().enumerate() {
-            let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-                filter.before(req, RStr::from_str(&key), resp)
-            });
+        for i in 0..route.filters.len() {
+            let step;
+            (ex, step) = match run_before(shared, peer, ex, index, info_start, i, &key).await? {
+                Ok(result) => result,
+                Err(busy) => return Some(busy),
+            };
             if step == Step::Respond {
                 answered_by = Some(i);
                 break;
@@ -246,6 +248,45 @@ fn lost(head: Head, status: u16) -> Exchange {
         head,
         body: BodyLoc::Owned(Vec::new()),
         resp,
+    }
+}
+
+/// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
+/// `Err` carries the final 503 answer of a busy pool (the request's bytes are gone).
+async fn run_before(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
+    info_start: usize,
+    filter: usize,
+    key: &str,
+) -> Option<Result<(Exchange, Step), Exchange>> {
+    let route = shared.router.route(index);
+    let f = &route.filters[filter];
+    let mode = ex.with_request(peer, route.prefix(), info_start, |req, _| {
+        f.before_mode(req, RStr::from_str(key))
+    });
+    if mode == Mode::Inline {
+        let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+            f.before(req, RStr::from_str(key), resp)
+        });
+        return Some(Ok((ex, step)));
+    }
+    let (shared2, peer2, key) = (shared.clone(), peer.clone(), key.to_owned());
+    let head = ex.head.clone();
+    let job = move || {
+        let route = shared2.router.route(index);
+        let f = &route.filters[filter];
+        let step = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+            f.before(req, RStr::from_str(&key), resp)
+        });
+        (ex, step)
+    };
+    match shared.pool.run(job).await {
+        Ok(result) => Some(Ok(result)),
+        Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
+        Err(crate::worker::PoolError::Failed) => None,
     }
 }
 
