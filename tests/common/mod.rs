@@ -31,7 +31,11 @@ pub fn module_lib(name: &str) -> PathBuf {
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A temporary directory removed on drop.
@@ -105,7 +109,12 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().expect("osprey starts");
-        let mut server = Server { child, port, dir, log };
+        let mut server = Server {
+            child,
+            port,
+            dir,
+            log,
+        };
         server.wait_ready();
         server
     }
@@ -223,7 +232,8 @@ impl Response {
 
     /// Parse one response; returns it and the bytes it used. `head_request`: no body follows.
     pub fn parse_one(raw: &[u8], head_request: bool) -> (Response, usize) {
-        let end = find(raw, b"\r\n\r\n").unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(raw)));
+        let end = find(raw, b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(raw)));
         let head = String::from_utf8_lossy(&raw[..end]).into_owned();
         let mut lines = head.split("\r\n");
         let status_line = lines.next().unwrap();
@@ -236,7 +246,12 @@ impl Response {
                 (n.trim().to_owned(), v.trim().to_owned())
             })
             .collect();
-        let mut resp = Response { status, version, headers, body: Vec::new() };
+        let mut resp = Response {
+            status,
+            version,
+            headers,
+            body: Vec::new(),
+        };
         let mut pos = end + 4;
         if head_request || status == 304 || status == 204 || status < 200 {
             return (resp, pos);
@@ -245,10 +260,22 @@ impl Response {
             let len: usize = len.parse().unwrap();
             resp.body = raw[pos..pos + len].to_vec();
             pos += len;
-        } else if resp.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        } else if resp
+            .header("transfer-encoding")
+            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+        {
             loop {
                 let line_end = pos + find(&raw[pos..], b"\r\n").unwrap();
-                let size = usize::from_str_radix(std::str::from_utf8(&raw[pos..line_end]).unwrap().split(';').next().unwrap().trim(), 16).unwrap();
+                let size = usize::from_str_radix(
+                    std::str::from_utf8(&raw[pos..line_end])
+                        .unwrap()
+                        .split(';')
+                        .next()
+                        .unwrap()
+                        .trim(),
+                    16,
+                )
+                .unwrap();
                 pos = line_end + 2;
                 if size == 0 {
                     pos += 2;
@@ -277,7 +304,10 @@ impl Response {
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn text(&self) -> String {
@@ -291,6 +321,13 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Run curl with arguments; returns (exit ok, stdout).
 pub fn curl(args: &[&str]) -> (bool, String) {
-    let out = Command::new("curl").args(["-s", "--max-time", "20"]).args(args).output().expect("curl is installed");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "20"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
