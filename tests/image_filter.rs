@@ -507,3 +507,18 @@ fn bad_configuration_is_refused_with_the_key() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("dir"));
 }
+
+/// The SDK promise the image filter relies on: `before_mode() == Worker` runs `before` on the
+/// blocking pool, not on a network thread (`osprey-net-N`), and the handler still runs after.
+#[test]
+fn before_mode_worker_runs_before_on_the_pool() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}],
+            "routing": [{"prefix": "/w", "handler": "text", "text": "handled\n",
+                         "filters": [{"type": "before-worker"}]}]}"#,
+    );
+    let r = get(&srv, "/w");
+    assert_eq!(r.text(), "handled\n");
+    let thread = r.header("x-before-thread").expect("before ran");
+    assert!(!thread.starts_with("osprey-net"), "before ran on {thread}");
+}

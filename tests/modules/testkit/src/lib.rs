@@ -26,7 +26,7 @@ impl Module for TestKit {
     const NAME: &'static str = "testkit";
     const HANDLERS: &'static [&'static str] =
         &["panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text"];
-    const FILTERS: &'static [&'static str] = &["tag"];
+    const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
         Ok(TestKit)
@@ -37,8 +37,11 @@ impl Module for TestKit {
         Ok(handler_box(Kit { kind: kind.to_owned(), conf }))
     }
 
-    fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
+    fn new_filter(&self, kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
         let conf: Conf = parse_config(config)?;
+        if kind == "before-worker" {
+            return Ok(filter_box(BeforeWorker));
+        }
         Ok(filter_box(Tag(conf.text)))
     }
 }
@@ -148,6 +151,22 @@ impl Filter for Tag {
 
     fn after(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) {
         resp.header("X-Tag", self.0.clone());
+    }
+}
+
+/// Asks for its `before` to run on the worker pool and reports the thread it ran on in
+/// `X-Before-Thread`.
+struct BeforeWorker;
+
+impl Filter for BeforeWorker {
+    fn before_mode(&self, _req: &Request<'_>, _key: &str) -> Mode {
+        Mode::Worker
+    }
+
+    fn before(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) -> Step {
+        let name = std::thread::current().name().unwrap_or("?").to_owned();
+        resp.header("X-Before-Thread", name);
+        Step::Continue
     }
 }
 
