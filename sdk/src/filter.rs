@@ -62,6 +62,13 @@ pub trait Filter: Send + Sync + 'static {
     /// what `before` reserved (e.g. a cache fill other requests wait for).
     fn cancel(&self, _key: &str) {}
 
+    /// Where `before` must run for this request, asked just before it: `Inline` (the default)
+    /// for quick work such as a memory-cache hit, `Worker` when `before` reads files or does
+    /// CPU-heavy work (e.g. computing a thumbnail). Keep this cheap: it runs inline.
+    fn before_mode(&self, _req: &Request<'_>, _key: &str) -> Mode {
+        Mode::Inline
+    }
+
     /// Where `after` must run for this response: `Worker` for heavy work such as compression.
     fn after_mode(&self, _req: &Request<'_>, _resp: &Response) -> Mode {
         Mode::Inline
@@ -76,6 +83,7 @@ pub trait Filter: Send + Sync + 'static {
 pub trait FfiFilter: Send + Sync {
     fn cache_key(&self, req: &Request<'_>, key: &mut RString);
     fn before(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) -> Step;
+    fn before_mode(&self, req: &Request<'_>, key: RStr<'_>) -> Mode;
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode;
     fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response);
     fn request_headers(&self, req: &Request<'_>, key: RStr<'_>, set: &mut RVec<HeaderPair>);
@@ -149,6 +157,12 @@ impl<F: Filter> FfiFilter for Guarded<F> {
                 panic_message(&panic)
             ));
         }
+    }
+
+    fn before_mode(&self, req: &Request<'_>, key: RStr<'_>) -> Mode {
+        self.guard("before_mode", req, Mode::Inline, || {
+            self.0.before_mode(req, key.as_str())
+        })
     }
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {

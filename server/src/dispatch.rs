@@ -145,35 +145,40 @@ impl Drop for Pending<'_> {
 const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
 const WAIT_ROUNDS: u32 = 120;
 
-/// Run one filter's `before` (waiting while it answers `Wait`); after `Continue`, collect
-/// the request headers it sets.
+/// Run one filter's `before` (on the worker pool when it asks, waiting while it answers
+/// `Wait`); after `Continue`, collect the request headers it sets. `Err`: the pool was full
+/// and the exchange now carries a 503.
 async fn before_step(
-    peer: &Peer,
-    ex: &mut Exchange,
-    route: &crate::router::Route,
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
     info_start: usize,
-    filter: &osprey_sdk::FilterBox,
+    filter: usize,
     key: &str,
-) -> Step {
-    let key = RStr::from_str(key);
+) -> Option<Result<(Exchange, Step), Exchange>> {
+    let route = shared.router.route(index);
+    let f = &route.filters[filter];
     for _ in 0..WAIT_ROUNDS {
-        let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-            filter.before(req, key, resp)
-        });
+        let step;
+        (ex, step) = match run_before(shared, peer, ex, index, info_start, filter, key).await? {
+            Ok(result) => result,
+            Err(busy) => return Some(Err(busy)),
+        };
         match step {
             Step::Wait => {
-                let _ = tokio::time::timeout(WAIT_ROUND, filter.wait(key)).await;
+                let _ = tokio::time::timeout(WAIT_ROUND, f.wait(RStr::from_str(key))).await;
             }
             Step::Continue => break,
-            Step::Respond => return Step::Respond,
+            Step::Respond => return Some(Ok((ex, Step::Respond))),
         }
     }
     let mut set = RVec::new();
     ex.with_request(peer, route.prefix(), info_start, |req, _| {
-        filter.request_headers(req, key, &mut set)
+        f.request_headers(req, RStr::from_str(key), &mut set)
     });
     ex.extra.extend(set);
-    Step::Continue
+    Some(Ok((ex, Step::Continue)))
 }
 
 /// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
@@ -213,8 +218,14 @@ pub async fn dispatch(
             count: 0,
         };
         ex.extra.clear();
-        for (i, filter) in route.filters.iter().enumerate() {
-            if before_step(peer, &mut ex, route, info_start, filter, &key).await == Step::Respond {
+        for i in 0..route.filters.len() {
+            let step;
+            (ex, step) = match before_step(shared, peer, ex, index, info_start, i, &key).await? {
+                Ok(result) => result,
+                // The pool was full; `pending` tells the filters that ran.
+                Err(busy) => return Some(busy),
+            };
+            if step == Step::Respond {
                 answered_by = Some(i);
                 break;
             }
@@ -347,6 +358,45 @@ fn lost(head: Box<Head>, status: u16) -> Exchange {
         body: BodyLoc::Owned(Vec::new()),
         resp,
         extra: Vec::new(),
+    }
+}
+
+/// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
+/// `Err` carries the final 503 answer of a busy pool (the request's bytes are gone).
+async fn run_before(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
+    info_start: usize,
+    filter: usize,
+    key: &str,
+) -> Option<Result<(Exchange, Step), Exchange>> {
+    let route = shared.router.route(index);
+    let f = &route.filters[filter];
+    let mode = ex.with_request(peer, route.prefix(), info_start, |req, _| {
+        f.before_mode(req, RStr::from_str(key))
+    });
+    if mode == Mode::Inline {
+        let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+            f.before(req, RStr::from_str(key), resp)
+        });
+        return Some(Ok((ex, step)));
+    }
+    let (shared2, peer2, key) = (shared.clone(), peer.clone(), key.to_owned());
+    let head = ex.head.clone();
+    let job = move || {
+        let route = shared2.router.route(index);
+        let f = &route.filters[filter];
+        let step = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+            f.before(req, RStr::from_str(&key), resp)
+        });
+        (ex, step)
+    };
+    match shared.pool.run(job).await {
+        Ok(result) => Some(Ok(result)),
+        Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
+        Err(crate::worker::PoolError::Failed) => None,
     }
 }
 

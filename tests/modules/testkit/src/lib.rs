@@ -40,7 +40,7 @@ impl Module for TestKit {
         "count",
         "file",
     ];
-    const FILTERS: &'static [&'static str] = &["tag"];
+    const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
         Ok(TestKit)
@@ -68,8 +68,11 @@ impl Module for TestKit {
         }))
     }
 
-    fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
+    fn new_filter(&self, kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
         let conf: Conf = parse_config(config)?;
+        if kind == "before-worker" {
+            return Ok(filter_box(BeforeWorker));
+        }
         Ok(filter_box(Tag(conf.text)))
     }
 }
@@ -190,6 +193,22 @@ impl Filter for Tag {
 
     fn after(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) {
         resp.header("X-Tag", self.0.clone());
+    }
+}
+
+/// Asks for its `before` to run on the worker pool and reports the thread it ran on in
+/// `X-Before-Thread`.
+struct BeforeWorker;
+
+impl Filter for BeforeWorker {
+    fn before_mode(&self, _req: &Request<'_>, _key: &str) -> Mode {
+        Mode::Worker
+    }
+
+    fn before(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) -> Step {
+        let name = std::thread::current().name().unwrap_or("?").to_owned();
+        resp.header("X-Before-Thread", name);
+        Step::Continue
     }
 }
 
