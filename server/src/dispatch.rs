@@ -66,7 +66,11 @@ impl Exchange {
             method: RStr::from_str(head.method(buf)),
             path: RStr::from_str(path),
             query: RStr::from_str(head.query.str(buf)),
-            uri: RStr::from_str(if head.uri.is_empty() { "/" } else { head.uri.str(buf) }),
+            uri: RStr::from_str(if head.uri.is_empty() {
+                "/"
+            } else {
+                head.uri.str(buf)
+            }),
             path_info: RStr::from_str(&path[info_start.min(path.len())..]),
             route_prefix: RStr::from_str(prefix),
             http_minor: head.minor,
@@ -102,7 +106,11 @@ enum Answer {
 
 /// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
 /// exchange was lost to a failed worker job (the connection must close).
-pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) -> Option<Exchange> {
+pub async fn dispatch(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+) -> Option<Exchange> {
     let mut allowed: Vec<String> = Vec::new();
     let candidates: ArrayVec<(usize, usize), 32> = {
         let buf = &ex.buf;
@@ -148,6 +156,7 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
                         continue;
                     }
                     Answer::Error(status) => {
+                        crate::stats::count_module(route.stat);
                         error_response(&mut ex.resp, status, "");
                         return Some(ex);
                     }
@@ -157,6 +166,7 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
         for i in (0..after_from).rev() {
             ex = run_after(shared, peer, ex, index, info_start, i, &key).await?;
         }
+        crate::stats::count_module(route.stat);
         return Some(ex);
     }
     if allowed.is_empty() {
@@ -171,7 +181,13 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) 
 }
 
 /// `host|scheme|uri`, then each filter's variant.
-fn cache_key(shared: &Shared, peer: &Peer, ex: &mut Exchange, index: usize, info_start: usize) -> String {
+fn cache_key(
+    shared: &Shared,
+    peer: &Peer,
+    ex: &mut Exchange,
+    index: usize,
+    info_start: usize,
+) -> String {
     let route = shared.router.route(index);
     let buf = &ex.buf;
     let mut key = RString::from(format!(
@@ -181,7 +197,9 @@ fn cache_key(shared: &Shared, peer: &Peer, ex: &mut Exchange, index: usize, info
         ex.head.uri.str(buf)
     ));
     for filter in &route.filters {
-        ex.with_request(peer, route.prefix(), info_start, |req, _| filter.cache_key(req, &mut key));
+        ex.with_request(peer, route.prefix(), info_start, |req, _| {
+            filter.cache_key(req, &mut key)
+        });
     }
     key.into_string()
 }
@@ -260,7 +278,9 @@ async fn run_after(
 ) -> Option<Exchange> {
     let route = shared.router.route(index);
     let f = &route.filters[filter];
-    let mode = ex.with_request(peer, route.prefix(), info_start, |req, resp| f.after_mode(req, resp));
+    let mode = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+        f.after_mode(req, resp)
+    });
     if mode == Mode::Inline {
         ex.with_request(peer, route.prefix(), info_start, |req, resp| {
             f.after(req, RStr::from_str(key), resp)

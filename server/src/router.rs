@@ -1,7 +1,6 @@
 //! NXWEB routing: routes in priority order, matched by prefix (at a segment boundary),
 //! virtual host, secure flag and method; a declining handler passes to the next route.
 
-
 use osprey_sdk::{FilterBox, HandlerBox, Mode};
 
 use crate::config::{Config, ConfigError};
@@ -46,6 +45,8 @@ pub struct Route {
     pub mode: Mode,
     pub filters: Vec<FilterBox>,
     pub max_body: Option<u64>,
+    /// Where requests this route answers are counted (`stats::module_slot`).
+    pub stat: usize,
 }
 
 impl Route {
@@ -126,6 +127,9 @@ impl Router {
                 handler,
                 filters,
                 max_body: core.max_body_size,
+                stat: registry
+                    .handler_module(&core.handler)
+                    .map_or(usize::MAX, crate::stats::module_slot),
             });
         }
         Ok(Router { routes })
@@ -149,7 +153,6 @@ impl Router {
             .filter_map(move |(i, r)| r.matches(path, host, secure).map(|(p, info)| (i, p, info)))
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -137,14 +137,17 @@ impl Config {
         }
         // Keys whose feature is not in this build yet: refuse rather than silently ignore.
         if raw.backends.is_some() {
-            return Err(parser.error_at_key("backends", "upstream backends are not supported by this build yet"));
-        }
-        if raw.logging.access_log.is_some() {
-            return Err(parser.error_at_key("access_log", "the access log is not supported by this build yet"));
+            return Err(parser.error_at_key(
+                "backends",
+                "upstream backends are not supported by this build yet",
+            ));
         }
         for (i, l) in raw.listen.iter().enumerate() {
             if l.cert.is_some() || l.key.is_some() {
-                return Err(parser.error_at_key("cert", &format!("listen[{i}]: TLS is not supported by this build yet")));
+                return Err(parser.error_at_key(
+                    "cert",
+                    &format!("listen[{i}]: TLS is not supported by this build yet"),
+                ));
             }
             crate::net::parse_interface(&l.interface)
                 .map_err(|m| parser.error_at_key("interface", &format!("listen[{i}]: {m}")))?;
@@ -305,7 +308,11 @@ mod tests {
             {"prefix": "/c", "handler": "h"},
         ]}"#;
         let c = Config::parse("p.json", text).unwrap();
-        let order: Vec<_> = c.routes.iter().map(|r| r.core.prefix.clone().unwrap()).collect();
+        let order: Vec<_> = c
+            .routes
+            .iter()
+            .map(|r| r.core.prefix.clone().unwrap())
+            .collect();
         assert_eq!(order, ["/b", "/a", "/c"]);
         assert_eq!(c.routes[0].section.line, 3);
     }

@@ -16,17 +16,24 @@ use crate::dispatch::{dispatch, error_response, Exchange, Peer};
 use crate::http::parse::{parse, Head};
 use crate::http::HttpError;
 use crate::server::Shared;
+use crate::stats::{ConnStats, State};
 use io::Io;
 
 /// Pending pipelined output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
 
 /// Serve one connection until it closes.
-pub async fn serve<I: Io>(mut io: I, peer: Arc<Peer>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub async fn serve<I: Io>(
+    mut io: I,
+    peer: Arc<Peer>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut conn = Conn {
         buf: Vec::new(),
         out: Vec::new(),
         served: 0,
+        stats: ConnStats::accepted(),
     };
     let result = conn.run(&mut io, &peer, &shared, &mut stop).await;
     if let Err(e) = result {
@@ -42,6 +49,7 @@ struct Conn {
     /// Response bytes not yet written.
     out: Vec<u8>,
     served: u64,
+    stats: ConnStats,
 }
 
 /// Why reading a head stopped.
@@ -60,19 +68,26 @@ impl Conn {
         shared: &Arc<Shared>,
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<()> {
-        let limits = &shared.config.limits;
-        let timeouts = &shared.timeouts;
+        let mut shared = shared.clone();
         loop {
+            // Each request is served by the configuration current when it starts (reload).
+            crate::reload::refresh(&mut shared);
+            let shared = &shared;
+            let limits = &shared.config.limits;
+            let timeouts = &shared.timeouts;
             let head = match self.read_head(io, shared, stop).await {
                 Ok(head) => head,
                 Err(HeadError::Closed) => return self.flush(io, timeouts.write).await,
-                Err(HeadError::Http(e)) => return self.fail(io, shared, 1, e).await,
+                Err(HeadError::Http(e)) => return self.fail(io, peer, shared, 1, e).await,
             };
+            self.stats.set(State::Writing);
+            let started = Instant::now();
             let limit = body_limit(shared, &self.buf, &head, peer.secure);
-            let (body, used) = match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
-                Ok(found) => found,
-                Err(e) => return self.fail(io, shared, head.minor, e).await,
-            };
+            let (body, used) =
+                match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
+                    Ok(found) => found,
+                    Err(e) => return self.fail(io, peer, shared, head.minor, e).await,
+                };
             self.served += 1;
             let minor = head.minor;
             let is_head = head.method(&self.buf) == "HEAD";
@@ -89,13 +104,43 @@ impl Conn {
                 // A worker job failed and took the request with it.
                 let mut resp = pool::take_response();
                 error_response(&mut resp, 500, "");
-                respond::write_response(io, &mut self.out, minor, is_head, &mut resp, false, timeouts.write).await?;
+                respond::write_response(
+                    io,
+                    &mut self.out,
+                    minor,
+                    is_head,
+                    &mut resp,
+                    false,
+                    timeouts.write,
+                )
+                .await?;
                 pool::give_response(resp);
                 return self.flush(io, timeouts.write).await;
             };
             self.buf = std::mem::take(&mut ex.buf);
-            let sent = respond::write_response(io, &mut self.out, minor, is_head, &mut ex.resp, keep_alive, timeouts.write).await?;
+            let status = ex.resp.status;
+            let sent = respond::write_response(
+                io,
+                &mut self.out,
+                minor,
+                is_head,
+                &mut ex.resp,
+                keep_alive,
+                timeouts.write,
+            )
+            .await?;
             pool::give_response(ex.resp);
+            self.stats.request();
+            if crate::access_log::enabled() {
+                log_access(
+                    peer,
+                    &self.buf,
+                    Some(&ex.head),
+                    status,
+                    sent.body_bytes,
+                    started,
+                );
+            }
             // Keep pipelined bytes that follow this request.
             self.buf.drain(..used.min(self.buf.len()));
             if !sent.keep_alive {
@@ -120,6 +165,11 @@ impl Conn {
         let timeouts = &shared.timeouts;
         let mut deadline: Option<Instant> = None;
         loop {
+            self.stats.set(if self.buf.is_empty() {
+                State::Idle
+            } else {
+                State::Reading
+            });
             if !self.buf.is_empty() {
                 if let Some(head) = parse(&self.buf, limits).map_err(HeadError::Http)? {
                     return Ok(head);
@@ -127,7 +177,9 @@ impl Conn {
                 deadline.get_or_insert_with(|| Instant::now() + timeouts.header);
             }
             // Before waiting, send what pipelined requests produced.
-            self.flush(io, timeouts.write).await.map_err(|_| HeadError::Closed)?;
+            self.flush(io, timeouts.write)
+                .await
+                .map_err(|_| HeadError::Closed)?;
             if self.buf.is_empty() {
                 pool::give_buffer(std::mem::take(&mut self.buf));
                 pool::give_buffer(std::mem::take(&mut self.out));
@@ -174,17 +226,64 @@ impl Conn {
     }
 
     /// Answer a protocol error and close.
-    async fn fail<I: Io>(&mut self, io: &mut I, shared: &Shared, minor: u8, e: HttpError) -> std::io::Result<()> {
+    async fn fail<I: Io>(
+        &mut self,
+        io: &mut I,
+        peer: &Peer,
+        shared: &Shared,
+        minor: u8,
+        e: HttpError,
+    ) -> std::io::Result<()> {
         tracing::debug!("protocol error {}: {}", e.status, e.reason);
+        self.stats.set(State::Writing);
+        let started = Instant::now();
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);
         let timeout = shared.timeouts.write;
-        respond::write_response(io, &mut self.out, minor, false, &mut resp, false, timeout).await?;
+        let sent =
+            respond::write_response(io, &mut self.out, minor, false, &mut resp, false, timeout)
+                .await?;
         pool::give_response(resp);
+        self.stats.request();
+        if crate::access_log::enabled() {
+            log_access(peer, &[], None, e.status, sent.body_bytes, started);
+        }
         self.flush(io, timeout).await?;
         io.close().await;
         Ok(())
     }
+}
+
+/// One access log line (`head` is `None` when the request could not be parsed).
+fn log_access(
+    peer: &Peer,
+    buf: &[u8],
+    head: Option<&Head>,
+    status: u16,
+    body_bytes: u64,
+    started: Instant,
+) {
+    // A request lost to a busy worker pool comes back without its bytes.
+    let head = head.filter(|h| buf.len() >= h.len);
+    let header = |name: &str| {
+        head.and_then(|h| {
+            h.headers
+                .iter()
+                .find(|(n, _)| n.str(buf).eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.get(buf))
+        })
+    };
+    crate::access_log::record(&crate::access_log::Entry {
+        remote: &peer.remote,
+        method: head.map(|h| h.method(buf)),
+        uri: head.map_or(&[][..], |h| h.uri.str(buf).as_bytes()),
+        minor: head.map_or(1, |h| h.minor),
+        status,
+        body_bytes,
+        referer: header("referer"),
+        user_agent: header("user-agent"),
+        duration: started.elapsed(),
+    });
 }
 
 /// The body limit of the first route that would take this request, else the global one.

@@ -17,6 +17,8 @@ const INLINE_BODY: usize = 16 * 1024;
 /// What the connection should do after a response.
 pub struct Sent {
     pub keep_alive: bool,
+    /// Body bytes sent (0 for HEAD and bodiless statuses).
+    pub body_bytes: u64,
 }
 
 /// Serialise `resp`; bytes may remain in `out` for the caller to flush.
@@ -30,7 +32,10 @@ pub async fn write_response<I: Io>(
     timeout: Duration,
 ) -> io::Result<Sent> {
     if let Some(bad) = resp.headers.iter().find(|h| invalid_header(h)) {
-        tracing::error!("handler set an invalid header {:?}; answering 500", bad.name.as_str());
+        tracing::error!(
+            "handler set an invalid header {:?}; answering 500",
+            bad.name.as_str()
+        );
         error_response(resp, 500, "");
     }
     let no_body = bodiless(resp.status);
@@ -45,8 +50,16 @@ pub async fn write_response<I: Io>(
     };
     write_head(out, minor, resp.status, &resp.headers, framing, keep_alive);
     if is_head || no_body {
-        return Ok(Sent { keep_alive });
+        return Ok(Sent {
+            keep_alive,
+            body_bytes: 0,
+        });
     }
+    // A stream's bytes are counted as they go.
+    let mut body_bytes = match resp.body {
+        Body::Stream(_) => 0,
+        _ => resp.body.len().unwrap_or(0),
+    };
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     match body {
         Body::Empty => {}
@@ -85,6 +98,7 @@ pub async fn write_response<I: Io>(
                         if chunk.is_empty() {
                             continue;
                         }
+                        body_bytes += chunk.len() as u64;
                         if chunked {
                             write_chunk(out, &chunk);
                             with_timeout(timeout, io.write_all(&[out])).await?;
@@ -111,16 +125,25 @@ pub async fn write_response<I: Io>(
             }
         }
     }
-    Ok(Sent { keep_alive })
+    Ok(Sent {
+        keep_alive,
+        body_bytes,
+    })
 }
 
-async fn with_timeout(limit: Duration, fut: impl std::future::Future<Output = io::Result<()>>) -> io::Result<()> {
+async fn with_timeout(
+    limit: Duration,
+    fut: impl std::future::Future<Output = io::Result<()>>,
+) -> io::Result<()> {
     tokio::time::timeout(limit, fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
 }
 
-async fn timed_value<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> io::Result<T> {
+async fn timed_value<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> io::Result<T> {
     tokio::time::timeout(limit, fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "stream timed out"))

@@ -65,7 +65,10 @@ impl Registry {
             if other.path == path {
                 return Ok(());
             }
-            return Err(format!("module `{name}` is loaded twice: {} and {path}", other.path));
+            return Err(format!(
+                "module `{name}` is loaded twice: {} and {path}",
+                other.path
+            ));
         }
         for (kinds, table) in [
             ((root.handler_types())(), &mut self.handlers),
@@ -86,7 +89,12 @@ impl Registry {
     }
 
     /// Build the handler a route names.
-    pub fn new_handler(&self, file: &str, kind: &str, route: &Section) -> Result<HandlerBox, ConfigError> {
+    pub fn new_handler(
+        &self,
+        file: &str,
+        kind: &str,
+        route: &Section,
+    ) -> Result<HandlerBox, ConfigError> {
         let m = self.find(&self.handlers, file, kind, route, "handler")?;
         (m.root.new_handler())(RStr::from_str(kind), RStr::from_str(&route.json))
             .into_result()
@@ -94,7 +102,12 @@ impl Registry {
     }
 
     /// Build a filter of a route's `filters` list.
-    pub fn new_filter(&self, file: &str, kind: &str, section: &Section) -> Result<FilterBox, ConfigError> {
+    pub fn new_filter(
+        &self,
+        file: &str,
+        kind: &str,
+        section: &Section,
+    ) -> Result<FilterBox, ConfigError> {
         let m = self.find(&self.filters, file, kind, section, "filter")?;
         (m.root.new_filter())(RStr::from_str(kind), RStr::from_str(&section.json))
             .into_result()
@@ -118,7 +131,11 @@ impl Registry {
                 key: section.key.clone(),
                 message: format!(
                     "no loaded module provides {what} `{kind}` (known: {})",
-                    if known.is_empty() { "none".into() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             }
         })
@@ -131,8 +148,26 @@ impl Registry {
         }
     }
 
+    /// Tell the modules that `old` did not have about a point in the server's life.
+    pub fn lifecycle_new(&self, old: &Registry, event: Lifecycle) {
+        for m in &self.modules {
+            if !old.modules.iter().any(|o| o.path == m.path) {
+                (m.root.lifecycle())(event);
+            }
+        }
+    }
+
+    /// The name of the module that provides handler type `kind`.
+    pub fn handler_module(&self, kind: &str) -> Option<&str> {
+        self.handlers
+            .get(kind)
+            .map(|&i| self.modules[i].name.as_str())
+    }
+
     /// Loaded modules as (name, library path).
     pub fn modules(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.modules.iter().map(|m| (m.name.as_str(), m.path.as_str()))
+        self.modules
+            .iter()
+            .map(|m| (m.name.as_str(), m.path.as_str()))
     }
 }
