@@ -22,13 +22,11 @@ pub mod response;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
-pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step};
+pub use filter::{filter_box, FfiFilter, FilterBox, Filter, Step};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};
-pub use response::{
-    Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox,
-};
+pub use response::{Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox};
 
 /// Re-exported so modules need no direct dependency on these crates.
 pub use abi_stable;
@@ -38,7 +36,6 @@ pub use serde_json;
 #[doc(hidden)]
 pub mod __private {
     pub use abi_stable::library::{
-        __call_root_module_loader as call_root_module_loader, CheckTypeLayout, LibHeader,
-        RootModuleResult,
+        CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader as call_root_module_loader,
     };
 }
