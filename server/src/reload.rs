@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use osprey_sdk::Lifecycle;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::config::Config;
 use crate::modules::Registry;
@@ -101,38 +102,58 @@ fn warn_about_restart_only_changes(old: &Config, new: &Config) {
     }
 }
 
-/// Serve signals until SIGTERM or SIGINT: SIGHUP reloads, SIGUSR1 reopens the log files.
-pub fn signal_loop(reloader: &Reloader) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-        let mut usr1 = signal(SignalKind::user_defined1()).expect("SIGUSR1 handler");
-        loop {
-            tokio::select! {
-                _ = term.recv() => return,
-                _ = int.recv() => return,
-                _ = hup.recv() => {
-                    tracing::info!("SIGHUP: reloading the configuration");
-                    if let Err(e) = reloader.reload() {
-                        tracing::error!("reload refused, the old configuration keeps serving: {e}");
+/// The signals the main thread serves, installed before the listeners are bound so that an
+/// early SIGHUP cannot kill the process by its default action.
+pub struct Signals {
+    runtime: tokio::runtime::Runtime,
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+    usr1: Signal,
+}
+
+impl Signals {
+    pub fn install() -> Result<Signals, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a runtime: {e}"))?;
+        let _entered = runtime.enter();
+        let on =
+            |kind: SignalKind| signal(kind).map_err(|e| format!("cannot handle a signal: {e}"));
+        Ok(Signals {
+            term: on(SignalKind::terminate())?,
+            int: on(SignalKind::interrupt())?,
+            hup: on(SignalKind::hangup())?,
+            usr1: on(SignalKind::user_defined1())?,
+            runtime,
+        })
+    }
+
+    /// Serve signals until SIGTERM or SIGINT: SIGHUP reloads, SIGUSR1 reopens the log files.
+    pub fn serve(mut self, reloader: &Reloader) {
+        self.runtime.block_on(async {
+            loop {
+                tokio::select! {
+                    _ = self.term.recv() => return,
+                    _ = self.int.recv() => return,
+                    _ = self.hup.recv() => {
+                        tracing::info!("SIGHUP: reloading the configuration");
+                        if let Err(e) = reloader.reload() {
+                            tracing::error!("reload refused, the old configuration keeps serving: {e}");
+                        }
                     }
-                }
-                _ = usr1.recv() => {
-                    tracing::info!("SIGUSR1: reopening log files");
-                    if let Err(e) = crate::access_log::reopen() {
-                        tracing::error!("{e}");
-                    }
-                    if let Err(e) = crate::log::reopen() {
-                        tracing::error!("{e}");
+                    _ = self.usr1.recv() => {
+                        tracing::info!("SIGUSR1: reopening log files");
+                        if let Err(e) = crate::access_log::reopen() {
+                            tracing::error!("{e}");
+                        }
+                        if let Err(e) = crate::log::reopen() {
+                            tracing::error!("{e}");
+                        }
                     }
                 }
             }
-        }
-    });
+        });
+    }
 }

@@ -72,6 +72,7 @@ pub fn run(
     after_bind: impl FnOnce() -> Result<(), String>,
 ) -> Result<(), String> {
     let registry = shared.registry;
+    let signals = crate::reload::Signals::install()?;
     let config = &shared.config;
     if config.listen.is_empty() {
         return Err(format!(
@@ -140,7 +141,7 @@ pub fn run(
         env!("CARGO_PKG_VERSION")
     );
     drop(shared);
-    crate::reload::signal_loop(reloader);
+    signals.serve(reloader);
     tracing::info!("stopping: finishing in-flight requests");
     let _ = stop_tx.send(true);
     for t in threads {

@@ -70,16 +70,16 @@ impl Conn {
     ) -> std::io::Result<()> {
         let mut shared = shared.clone();
         loop {
-            // Each request is served by the configuration current when it starts (reload).
+            let head = match self.read_head(io, &shared, stop).await {
+                Ok(head) => head,
+                Err(HeadError::Closed) => return self.flush(io, shared.timeouts.write).await,
+                Err(HeadError::Http(e)) => return self.fail(io, peer, &shared, 1, e).await,
+            };
+            // A request is served by the configuration current when its head arrived.
             crate::reload::refresh(&mut shared);
             let shared = &shared;
             let limits = &shared.config.limits;
             let timeouts = &shared.timeouts;
-            let head = match self.read_head(io, shared, stop).await {
-                Ok(head) => head,
-                Err(HeadError::Closed) => return self.flush(io, timeouts.write).await,
-                Err(HeadError::Http(e)) => return self.fail(io, peer, shared, 1, e).await,
-            };
             self.stats.set(State::Writing);
             let started = Instant::now();
             let limit = body_limit(shared, &self.buf, &head, peer.secure);
@@ -119,6 +119,8 @@ impl Conn {
             };
             self.buf = std::mem::take(&mut ex.buf);
             let status = ex.resp.status;
+            // Counted when answered, before its bytes leave.
+            self.stats.request();
             let sent = respond::write_response(
                 io,
                 &mut self.out,
@@ -130,7 +132,6 @@ impl Conn {
             )
             .await?;
             pool::give_response(ex.resp);
-            self.stats.request();
             if crate::access_log::enabled() {
                 log_access(
                     peer,
@@ -145,6 +146,8 @@ impl Conn {
             self.buf.drain(..used.min(self.buf.len()));
             if !sent.keep_alive {
                 self.flush(io, timeouts.write).await?;
+                // Lingering until the peer closes counts as waiting.
+                self.stats.set(State::Idle);
                 io.close().await;
                 return Ok(());
             }
@@ -240,15 +243,16 @@ impl Conn {
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);
         let timeout = shared.timeouts.write;
+        self.stats.request();
         let sent =
             respond::write_response(io, &mut self.out, minor, false, &mut resp, false, timeout)
                 .await?;
         pool::give_response(resp);
-        self.stats.request();
         if crate::access_log::enabled() {
             log_access(peer, &[], None, e.status, sent.body_bytes, started);
         }
         self.flush(io, timeout).await?;
+        self.stats.set(State::Idle);
         io.close().await;
         Ok(())
     }
