@@ -20,7 +20,10 @@ struct Conf {
     text: String,
 }
 
-struct TestKit;
+struct TestKit {
+    /// Reported to the host: how many `text` answers were given.
+    served: osprey_sdk::host::Counter,
+}
 
 impl Module for TestKit {
     const NAME: &'static str = "testkit";
@@ -29,12 +32,18 @@ impl Module for TestKit {
     const FILTERS: &'static [&'static str] = &["tag"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
-        Ok(TestKit)
+        Ok(TestKit {
+            served: osprey_sdk::host::Counter::register("testkit_text_served"),
+        })
     }
 
     fn new_handler(&self, kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
         let conf: Conf = parse_config(route)?;
-        Ok(handler_box(Kit { kind: kind.to_owned(), conf }))
+        Ok(handler_box(Kit {
+            kind: kind.to_owned(),
+            conf,
+            served: self.served,
+        }))
     }
 
     fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
@@ -46,6 +55,7 @@ impl Module for TestKit {
 struct Kit {
     kind: String,
     conf: Conf,
+    served: osprey_sdk::host::Counter,
 }
 
 impl Handler for Kit {
@@ -55,6 +65,7 @@ impl Handler for Kit {
             "decline" => Outcome::Next,
             "fail" => Outcome::Error(self.conf.status),
             "text" => {
+                self.served.incr();
                 resp.text(self.conf.text.clone());
                 Outcome::Done
             }
