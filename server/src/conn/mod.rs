@@ -118,6 +118,8 @@ impl Conn {
                 return self.flush(io, timeouts.write).await;
             };
             self.buf = std::mem::take(&mut ex.buf);
+            // A stop that came while the handler ran ends keep-alive too.
+            let keep_alive = keep_alive && !*stop.borrow();
             let status = ex.resp.status;
             // Counted when answered, before its bytes leave.
             self.stats.request();
