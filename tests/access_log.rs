@@ -44,11 +44,17 @@ fn lines_are_in_combined_format_with_request_time() {
     let mut lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
     // Each network thread writes its own buffer: order lines by what they record.
-    let rank = |l: &&str| ["\"GET /v?x=1", "\"GET /missing", "\"HEAD /v", "\"-\" 400"].iter().position(|k| l.contains(k));
+    let rank = |l: &&str| {
+        ["\"GET /v?x=1", "\"GET /missing", "\"HEAD /v", "\"-\" 400"]
+            .iter()
+            .position(|k| l.contains(k))
+    };
     lines.sort_by_key(rank);
     assert!(lines.iter().all(|l| rank(l).is_some()), "{text}");
     let check = |line: &str, request: &str, rest: &str| {
-        let (ip, tail) = line.split_once(" - - [").unwrap_or_else(|| panic!("{line}"));
+        let (ip, tail) = line
+            .split_once(" - - [")
+            .unwrap_or_else(|| panic!("{line}"));
         assert_eq!(ip, "127.0.0.1", "{line}");
         let (time, tail) = tail.split_once("] ").unwrap();
         // 02/Dec/2026:15:49:15 +0000
@@ -59,18 +65,31 @@ fn lines_are_in_combined_format_with_request_time() {
         assert!(tail.starts_with(&expected), "{line}\nexpected {expected}");
         let secs = &tail[expected.len()..];
         let (whole, millis) = secs.split_once('.').unwrap_or_else(|| panic!("{line}"));
-        assert!(whole.parse::<u64>().is_ok() && millis.len() == 3 && millis.parse::<u64>().is_ok(), "{line}");
+        assert!(
+            whole.parse::<u64>().is_ok() && millis.len() == 3 && millis.parse::<u64>().is_ok(),
+            "{line}"
+        );
     };
-    check(lines[0], "GET /v?x=1 HTTP/1.1", r#"200 3 "http://ref.example/p" "test \x22agent\x22/1.0""#);
+    check(
+        lines[0],
+        "GET /v?x=1 HTTP/1.1",
+        r#"200 3 "http://ref.example/p" "test \x22agent\x22/1.0""#,
+    );
     let not_found = lines[1];
-    assert!(not_found.contains("\"GET /missing HTTP/1.1\" 404 "), "{not_found}");
+    assert!(
+        not_found.contains("\"GET /missing HTTP/1.1\" 404 "),
+        "{not_found}"
+    );
     check(lines[2], "HEAD /v HTTP/1.0", r#"200 0 "-" "-""#);
     assert!(lines[3].contains("] \"-\" 400 "), "{}", lines[3]);
 }
 
 #[test]
 fn every_line_is_written_at_exit() {
-    let (mut srv, cwd) = start(&CONFIG.replace("\"logging\": {\"access_log\": \"access.log\"},", ""), &["-a", "requests.log"]);
+    let (mut srv, cwd) = start(
+        &CONFIG.replace("\"logging\": {\"access_log\": \"access.log\"},", ""),
+        &["-a", "requests.log"],
+    );
     let log = cwd.path().join("requests.log");
     let mut s = srv.connect();
     for _ in 0..500 {
@@ -80,15 +99,26 @@ fn every_line_is_written_at_exit() {
     assert!(srv.stop().success());
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text.lines().count(), 500);
-    assert!(text.lines().all(|l| l.contains("\"GET /v HTTP/1.1\" 200 3 \"-\" \"-\" ")), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.contains("\"GET /v HTTP/1.1\" 200 3 \"-\" \"-\" ")),
+        "{text}"
+    );
 }
 
 #[test]
 fn off_unless_configured() {
-    let (mut srv, cwd) = start(&CONFIG.replace("\"logging\": {\"access_log\": \"access.log\"},", ""), &[]);
+    let (mut srv, cwd) = start(
+        &CONFIG.replace("\"logging\": {\"access_log\": \"access.log\"},", ""),
+        &[],
+    );
     assert_eq!(srv.get("/v").status, 200);
     assert!(srv.stop().success());
-    let files: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let files: Vec<_> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert!(files.is_empty(), "no file was written: {files:?}");
 }
 
@@ -111,5 +141,8 @@ fn sigusr1_reopens_both_logs() {
     let new = wait_file(&access, "/v?after", 1);
     assert!(!new.contains("/v?before"), "{new}");
     let old = std::fs::read_to_string(cwd.path().join("access.log.1")).unwrap();
-    assert!(old.contains("/v?before") && !old.contains("/v?after"), "{old}");
+    assert!(
+        old.contains("/v?before") && !old.contains("/v?after"),
+        "{old}"
+    );
 }

@@ -26,14 +26,19 @@ const CONFIG: &str = r#"{
 fn sigterm_finishes_in_flight_requests_then_exits_zero() {
     let mut srv = Server::start(CONFIG);
     let mut s = srv.connect();
-    s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     // Let the request reach the worker pool, then ask the server to stop.
     std::thread::sleep(Duration::from_millis(50));
     signal(&srv.child, "TERM");
     let r = ops_util::read_one(&mut s).expect("the in-flight request is answered");
     assert_eq!(r.status, 200);
     assert!(r.text().starts_with("slept"), "{}", r.text());
-    assert_eq!(r.header("connection"), Some("close"), "no keep-alive while stopping");
+    assert_eq!(
+        r.header("connection"),
+        Some("close"),
+        "no keep-alive while stopping"
+    );
     assert!(srv.stop().success(), "{}", srv.log_text());
 }
 
@@ -46,7 +51,11 @@ fn shutdown_timeout_bounds_the_drain() {
     std::thread::sleep(Duration::from_millis(50));
     let status = srv.stop();
     assert!(status.success(), "{status}");
-    assert!(srv.log_text().contains("still open at shutdown timeout"), "{}", srv.log_text());
+    assert!(
+        srv.log_text().contains("still open at shutdown timeout"),
+        "{}",
+        srv.log_text()
+    );
 }
 
 /// A daemon started in its own directory; stopped (or killed) on drop.
@@ -61,7 +70,11 @@ impl Daemon {
         dir.write("osprey.json", config);
         let port = free_port();
         let out = daemon_command(&dir, port, extra).output().unwrap();
-        assert!(out.status.success(), "osprey -d failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "osprey -d failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Daemon { dir, port }
     }
 
@@ -70,7 +83,11 @@ impl Daemon {
     }
 
     fn supervisor(&self) -> u32 {
-        std::fs::read_to_string(self.pid_file()).unwrap().trim().parse().unwrap()
+        std::fs::read_to_string(self.pid_file())
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     fn server(&self) -> u32 {
@@ -90,7 +107,13 @@ impl Daemon {
     }
 
     fn ctl(&self, action: &str) -> std::process::Output {
-        Command::new(osprey_bin()).arg("-w").arg(self.dir.path()).arg("-s").arg(action).output().unwrap()
+        Command::new(osprey_bin())
+            .arg("-w")
+            .arg(self.dir.path())
+            .arg("-s")
+            .arg(action)
+            .output()
+            .unwrap()
     }
 
     fn error_log(&self) -> PathBuf {
@@ -134,15 +157,24 @@ fn daemon_pid_file_reload_and_stop() {
     assert_ne!(server, sup);
     assert_eq!(proc_status(sup, "PPid"), "1", "the supervisor is detached");
     // -s reload: a new configuration, the same processes.
-    d.dir.write("osprey.json", CONFIG.replace("\"first\"", "\"second\""));
+    d.dir
+        .write("osprey.json", CONFIG.replace("\"first\"", "\"second\""));
     let out = d.ctl("reload");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_file(&d.error_log(), "configuration reloaded", 1);
     assert_eq!(d.get("/v").unwrap().text(), "second");
     assert_eq!(d.server(), server);
     // -s stop: waits until the supervisor is gone; the pid file goes with it.
     let out = d.ctl("stop");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!alive(sup) && !alive(server));
     assert!(!d.pid_file().exists());
     assert!(d.get("/v").is_err(), "nothing listens any more");
@@ -159,13 +191,22 @@ fn supervisor_relaunches_a_server_that_died() {
         second = children(d.supervisor()).first().copied().unwrap_or(0);
         second != 0 && second != first
     });
-    wait_for("the new server to listen", Duration::from_secs(15), || d.get("/v").is_ok_and(|r| r.status == 200));
+    wait_for("the new server to listen", Duration::from_secs(15), || {
+        d.get("/v").is_ok_and(|r| r.status == 200)
+    });
     let log = wait_file(&d.error_log(), "was killed by SIGKILL", 1);
-    assert!(log.contains(&format!("server {first} was killed by SIGKILL; starting a new one in 1s")), "{log}");
+    assert!(
+        log.contains(&format!(
+            "server {first} was killed by SIGKILL; starting a new one in 1s"
+        )),
+        "{log}"
+    );
     // A clean exit of the server (SIGTERM to it) is not a crash: the supervisor ends too.
     let sup = d.supervisor();
     kill(second, "TERM");
-    wait_for("the supervisor to end", Duration::from_secs(15), || !alive(sup));
+    wait_for("the supervisor to end", Duration::from_secs(15), || {
+        !alive(sup)
+    });
     assert!(!d.pid_file().exists());
 }
 
@@ -179,7 +220,10 @@ fn daemon_reports_a_failed_start() {
     let out = daemon_command(&dir, port, &[]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{err}"
+    );
     assert!(!dir.path().join("osprey.pid").exists());
     // A bad configuration is reported before forking.
     dir.write("osprey.json", "{\"routing\": 5}");
@@ -191,10 +235,20 @@ fn daemon_reports_a_failed_start() {
 #[test]
 fn signal_without_a_server_is_an_error() {
     let dir = TempDir::new("nopid");
-    let out = Command::new(osprey_bin()).arg("-w").arg(dir.path()).args(["-s", "reload"]).output().unwrap();
+    let out = Command::new(osprey_bin())
+        .arg("-w")
+        .arg(dir.path())
+        .args(["-s", "reload"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read pid file osprey.pid"));
-    let out = Command::new(osprey_bin()).arg("-w").arg(dir.path()).args(["-s", "restart"]).output().unwrap();
+    let out = Command::new(osprey_bin())
+        .arg("-w")
+        .arg(dir.path())
+        .args(["-s", "restart"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown action"));
 }
 
@@ -203,7 +257,11 @@ fn pid_file_in_foreground() {
     let dir = TempDir::new("fgpid");
     let pid_file = dir.path().join("fg.pid");
     let mut srv = Server::start_with(CONFIG, &["-p", pid_file.to_str().unwrap()]);
-    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert_eq!(pid, srv.child.id());
     assert!(srv.stop().success());
     assert!(!pid_file.exists(), "removed at exit");
@@ -224,11 +282,30 @@ fn privileges_are_dropped_after_binding() {
         return;
     }
     let dir = TempDir::new("drop");
-    let (error, access, pid) = (dir.path().join("e.log"), dir.path().join("a.log"), dir.path().join("s.pid"));
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let (error, access, pid) = (
+        dir.path().join("e.log"),
+        dir.path().join("a.log"),
+        dir.path().join("s.pid"),
+    );
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let srv = Server::start_with(
         CONFIG,
-        &["-u", "nobody", "-g", "nogroup", "-l", error.to_str().unwrap(), "-a", access.to_str().unwrap(), "-p", pid.to_str().unwrap()],
+        &[
+            "-u",
+            "nobody",
+            "-g",
+            "nogroup",
+            "-l",
+            error.to_str().unwrap(),
+            "-a",
+            access.to_str().unwrap(),
+            "-p",
+            pid.to_str().unwrap(),
+        ],
     );
     let id = srv.child.id();
     assert_eq!(proc_status(id, "Uid"), "65534 65534 65534 65534");
@@ -238,19 +315,27 @@ fn privileges_are_dropped_after_binding() {
     for f in [&error, &access, &pid] {
         assert_eq!(owner(f), 65534, "{} belongs to nobody", f.display());
     }
-    assert!(std::fs::read_to_string(&error).unwrap().contains("running as user nobody"));
+    assert!(std::fs::read_to_string(&error)
+        .unwrap()
+        .contains("running as user nobody"));
     // A daemon's server drops too; its supervisor stays root to relaunch on privileged ports.
     let d = Daemon::start(CONFIG, &["-u", "nobody"]);
     assert_eq!(d.get("/v").unwrap().status, 200);
     assert_eq!(proc_status(d.server(), "Uid"), "65534 65534 65534 65534");
-    assert_eq!(proc_status(d.supervisor(), "Uid").split(' ').next(), Some("0"));
+    assert_eq!(
+        proc_status(d.supervisor(), "Uid").split(' ').next(),
+        Some("0")
+    );
     assert_eq!(owner(&d.pid_file()), 65534);
     assert_eq!(owner(&d.error_log()), 65534);
 }
 
 #[test]
 fn unknown_user_is_refused() {
-    let out = Command::new(osprey_bin()).args(["-u", "no-such-user-here", "-H", "127.0.0.1:1"]).output().unwrap();
+    let out = Command::new(osprey_bin())
+        .args(["-u", "no-such-user-here", "-H", "127.0.0.1:1"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("-u no-such-user-here: no such user"));
 }
