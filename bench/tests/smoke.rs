@@ -9,7 +9,11 @@ use std::process::Command;
 fn smoke_run_writes_table_json_and_chart() {
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_osprey-bench"));
     let osprey = bench.with_file_name("osprey");
-    assert!(osprey.exists(), "build the server first: {}", osprey.display());
+    assert!(
+        osprey.exists(),
+        "build the server first: {}",
+        osprey.display()
+    );
     let out_dir = std::env::temp_dir().join(format!("osprey-bench-smoke-{}", std::process::id()));
     let out = Command::new(&bench)
         .arg("--smoke")
@@ -22,12 +26,22 @@ fn smoke_run_writes_table_json_and_chart() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
-    for scenario in ["hello ka c100", "hello close c1000", "inworker ka c100", "2.3k ka c400", "2.1m close c400"] {
-        assert!(stdout.contains(scenario), "table lacks {scenario}:\n{stdout}");
+    for scenario in [
+        "hello ka c100",
+        "hello close c1000",
+        "inworker ka c100",
+        "2.3k ka c400",
+        "2.1m close c400",
+    ] {
+        assert!(
+            stdout.contains(scenario),
+            "table lacks {scenario}:\n{stdout}"
+        );
     }
     assert!(stdout.contains("idle keep-alive"), "{stdout}");
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
     let scenarios = json["scenarios"].as_array().unwrap();
     assert_eq!(scenarios.len(), 11);
     for s in scenarios {

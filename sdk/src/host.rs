@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use abi_stable::{
-    std_types::{ROption, RStr},
+    std_types::{ROption, RStr, RString, RVec, Tuple2},
     StableAbi,
 };
 use async_ffi::LocalFfiFuture;
@@ -33,9 +33,72 @@ pub struct Host {
     pub backend: extern "C" fn(name: RStr<'_>) -> ROption<BackendId>,
     /// Send a request to a server of `backend` (balanced, pooled, retried) and resolve to its
     /// response. The future must be polled on the network thread that created it.
-    #[sabi(last_prefix_field)]
     pub upstream_request:
         extern "C" fn(backend: BackendId, request: UpstreamRequest) -> UpstreamFuture,
+    /// A snapshot of the server's counters (see [`stats`]).
+    pub stats: extern "C" fn() -> Stats,
+    /// The id of the named counter, registering it on first use (see [`Counter`]).
+    pub counter: extern "C" fn(name: RStr<'_>) -> u32,
+    /// Add to a counter by id.
+    #[sabi(last_prefix_field)]
+    pub counter_add: extern "C" fn(id: u32, delta: u64),
+}
+
+/// The server's counters at one moment, summed over every network thread.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, Default)]
+pub struct Stats {
+    /// Seconds since the server started.
+    pub uptime_secs: u64,
+    /// Configuration reloads that succeeded.
+    pub reloads: u64,
+    /// Connections accepted since start.
+    pub accepted: u64,
+    /// Open connections (`reading + writing + idle`).
+    pub active: u64,
+    /// Connections receiving a request head.
+    pub reading: u64,
+    /// Connections whose request is being answered (handler or response write).
+    pub writing: u64,
+    /// Idle keep-alive connections (and new ones that sent nothing yet).
+    pub idle: u64,
+    /// Requests answered since start (including protocol errors).
+    pub requests: u64,
+    /// Requests answered per module (the module of the route's handler), by module name.
+    pub modules: RVec<Tuple2<RString, u64>>,
+    /// Counters that modules registered through [`Counter`], by name.
+    pub counters: RVec<Tuple2<RString, u64>>,
+}
+
+/// The server's counters now; `None` before the module is initialised.
+pub fn stats() -> Option<Stats> {
+    HOST.get().map(|(host, _)| (host.stats())())
+}
+
+/// A named counter kept by the host and shown by the status handler (e.g. a cache's hits and
+/// misses). Adding costs one relaxed atomic add; register once (in `Module::new`) and keep it.
+#[derive(Clone, Copy, Debug)]
+pub struct Counter(u32);
+
+impl Counter {
+    /// The counter named `name` (shared by every module using the same name). Names should
+    /// look like Prometheus metric names: `[a-z_][a-z0-9_]*`, e.g. `cache_hits`.
+    pub fn register(name: &str) -> Counter {
+        Counter(
+            HOST.get()
+                .map_or(u32::MAX, |(host, _)| (host.counter())(RStr::from_str(name))),
+        )
+    }
+
+    pub fn add(&self, delta: u64) {
+        if let Some((host, _)) = HOST.get() {
+            (host.counter_add())(self.0, delta);
+        }
+    }
+
+    pub fn incr(&self) {
+        self.add(1)
+    }
 }
 
 static HOST: OnceLock<(HostRef, &'static str)> = OnceLock::new();

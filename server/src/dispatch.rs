@@ -246,6 +246,7 @@ pub async fn dispatch(
                     }
                     // Filters see error pages too: a cache may answer with a stale entry.
                     Answer::Error(status) => {
+                        crate::stats::count_module(route.stat);
                         error_response(&mut ex.resp, status, "");
                         route.filters.len()
                     }
@@ -260,6 +261,7 @@ pub async fn dispatch(
                 break;
             }
         }
+        crate::stats::count_module(route.stat);
         return Some(ex);
     }
     if allowed.is_empty() {

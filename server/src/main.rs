@@ -1,23 +1,28 @@
 //! `osprey`: command line, configuration, start-up.
 
+mod access_log;
 mod config;
 mod conn;
+mod daemon;
 mod dispatch;
 mod http;
 mod log;
 mod modules;
 mod net;
+mod reload;
 mod router;
 mod server;
+mod stats;
 mod upstream;
 mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use config::{Config, ListenConfig};
+use daemon::DEFAULT_PID_FILE;
 
 /// mimalloc: per-thread free lists make the per-request allocations (boxed request state,
 /// buffers) cheap and avoid glibc's consolidation passes; measured in bench/.
@@ -44,6 +49,24 @@ struct Cli {
     /// Log level: error, warn, info, debug.
     #[arg(short = 'L', value_name = "LEVEL")]
     log_level: Option<String>,
+    /// Access log file (default: off, or `logging.access_log`).
+    #[arg(short = 'a', value_name = "FILE")]
+    access_log: Option<String>,
+    /// Run as a daemon, with a supervisor that relaunches the server if it dies.
+    #[arg(short = 'd')]
+    daemon: bool,
+    /// Pid file (default in daemon mode and for -s: osprey.pid).
+    #[arg(short = 'p', value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Signal the running server named by the pid file: stop, reload or reopen (log files).
+    #[arg(short = 's', value_name = "ACTION")]
+    signal: Option<String>,
+    /// Switch to this user after binding the listeners.
+    #[arg(short = 'u', value_name = "USER")]
+    user: Option<String>,
+    /// Switch to this group after binding (default: the user's primary group).
+    #[arg(short = 'g', value_name = "GROUP")]
+    group: Option<String>,
     /// Load a module library (repeatable), after those in `load`.
     #[arg(short = 'M', value_name = "PATH")]
     modules: Vec<String>,
@@ -71,6 +94,8 @@ fn main() -> ExitCode {
     match start(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
+            daemon::report_failure(&message);
+            tracing::error!("{message}");
             eprintln!("osprey: {message}");
             ExitCode::FAILURE
         }
@@ -82,23 +107,50 @@ fn start(cli: Cli) -> Result<(), String> {
         std::env::set_current_dir(dir)
             .map_err(|e| format!("cannot enter {}: {e}", dir.display()))?;
     }
-    let mut config = match &cli.config {
-        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
-        None => Config::embedded(),
+    let pid_file = cli
+        .pid_file
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PID_FILE.into());
+    if let Some(action) = &cli.signal {
+        return daemon::send(action, &pid_file);
+    }
+    let config_path = cli.config.clone();
+    let cli = std::rc::Rc::new(cli);
+    let cli2 = cli.clone();
+    // Read the same way at start and at each reload.
+    let load = move || -> Result<Config, String> {
+        let mut config = match &config_path {
+            Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+            None => Config::embedded(),
+        };
+        apply_cli(&mut config, &cli2)?;
+        Ok(config)
     };
-    apply_cli(&mut config, &cli)?;
+    let config = load()?;
+    let identity = daemon::resolve_identity(cli.user.as_deref(), cli.group.as_deref())?;
     let level = cli
         .log_level
         .clone()
         .or_else(|| config.logging.log_level.clone())
         .unwrap_or_else(|| "info".into());
-    let error_log = cli
+    let mut error_log = cli
         .error_log
         .clone()
         .or_else(|| config.logging.error_log.clone());
+    if cli.daemon && !cli.test {
+        let log = error_log.get_or_insert_with(|| daemon::DEFAULT_ERROR_LOG.into());
+        daemon::set_supervisor_log(Path::new(log));
+        // Returns in the server process only.
+        daemon::daemonize(&pid_file, identity.as_ref())?;
+    }
+    let own_pid_file = match (&cli.pid_file, cli.daemon || cli.test) {
+        (Some(path), false) => Some(daemon::write_pid_file(path, std::process::id())?),
+        _ => None,
+    };
     if !cli.test {
         log::init(&level, error_log.as_deref())?;
     }
+    stats::init();
     // Backends exist before modules build the handlers that name them.
     upstream::init(&config.backends);
     // Libraries are never unloaded: the registry lives as long as the process.
@@ -109,10 +161,38 @@ fn start(cli: Cli) -> Result<(), String> {
         return Ok(());
     }
     upstream::start_health_checks();
+    access_log::configure(shared.config.logging.access_log.as_deref())?;
     for (name, path) in registry.modules() {
         tracing::info!("module {name} loaded from {path}");
     }
-    server::run(shared, registry)
+    let reloader = reload::Reloader {
+        load: Box::new(load),
+        extra_modules: cli.modules.clone(),
+    };
+    let after_bind = || {
+        if let Some(who) = &identity {
+            let access = access_log::path();
+            let mut files: Vec<&Path> = Vec::new();
+            files.extend(log::path().map(Path::new));
+            files.extend(access.as_deref().map(Path::new));
+            files.extend(own_pid_file.as_deref());
+            daemon::drop_privileges(who, &files)?;
+            tracing::info!(
+                "running as user {} (uid {}, gid {})",
+                who.name,
+                who.uid,
+                who.gid
+            );
+        }
+        daemon::report_ready();
+        Ok(())
+    };
+    let result = server::run(shared, &reloader, after_bind);
+    access_log::flush_thread();
+    if let Some(path) = &own_pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    result
 }
 
 fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {
@@ -128,6 +208,9 @@ fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {
                 key: None,
             });
         }
+    }
+    if let Some(path) = &cli.access_log {
+        config.logging.access_log = Some(path.clone());
     }
     if let Some(n) = cli.workers {
         if n == 0 {

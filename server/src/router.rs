@@ -45,6 +45,8 @@ pub struct Route {
     pub mode: Mode,
     pub filters: Vec<FilterBox>,
     pub max_body: Option<u64>,
+    /// Where requests this route answers are counted (`stats::module_slot`).
+    pub stat: usize,
 }
 
 impl Route {
@@ -125,6 +127,9 @@ impl Router {
                 handler,
                 filters,
                 max_body: core.max_body_size,
+                stat: registry
+                    .handler_module(&core.handler)
+                    .map_or(usize::MAX, crate::stats::module_slot),
             });
         }
         Ok(Router { routes })

@@ -14,6 +14,7 @@ use tokio::sync::{watch, Notify};
 use crate::config::Config;
 use crate::dispatch::Peer;
 use crate::modules::Registry;
+use crate::reload::Reloader;
 use crate::router::Router;
 use crate::worker::WorkerPool;
 
@@ -32,10 +33,12 @@ pub struct Shared {
     pub router: Router,
     pub pool: WorkerPool,
     pub timeouts: Timeouts,
+    /// The modules this configuration was built from (libraries are never unloaded).
+    pub registry: &'static Registry,
 }
 
 impl Shared {
-    pub fn new(config: Config, registry: &Registry) -> Result<Shared, String> {
+    pub fn new(config: Config, registry: &'static Registry) -> Result<Shared, String> {
         let router = Router::build(&config, registry).map_err(|e| e.to_string())?;
         let t = &config.timeouts;
         let secs = |s: f64| Duration::from_secs_f64(s.max(0.001));
@@ -50,6 +53,7 @@ impl Shared {
             pool: WorkerPool::new(config.worker_pool.queue),
             router,
             config,
+            registry,
         })
     }
 }
@@ -60,8 +64,15 @@ struct Listener {
     secure: bool,
 }
 
-/// Bind every listener for every thread, start the threads, and serve until SIGTERM/SIGINT.
-pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
+/// Bind every listener for every thread, run `after_bind` (privilege drop, readiness), start
+/// the threads, and serve until SIGTERM/SIGINT; SIGHUP reloads through `reloader`.
+pub fn run(
+    shared: Shared,
+    reloader: &Reloader,
+    after_bind: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let registry = shared.registry;
+    let signals = crate::reload::Signals::install()?;
     let config = &shared.config;
     if config.listen.is_empty() {
         return Err(format!(
@@ -71,6 +82,10 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
     }
     let workers = config.workers;
     let mut per_thread = Vec::with_capacity(workers);
+    for l in &config.listen {
+        let addr = crate::net::parse_interface(&l.interface)?;
+        crate::net::check_unused(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    }
     for _ in 0..workers {
         let mut listeners = Vec::new();
         for l in &config.listen {
@@ -95,10 +110,12 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
             tracing::info!("listening on {addr}");
         }
     }
+    after_bind()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let blocking_threads = config.worker_pool.threads.div_ceil(workers).max(1);
     let cpu_affinity = config.cpu_affinity;
     let shared = Arc::new(shared);
+    crate::reload::publish(shared.clone());
     registry.lifecycle(Lifecycle::ServerStart);
     let mut threads = Vec::with_capacity(workers);
     for (index, listeners) in per_thread.into_iter().enumerate() {
@@ -127,31 +144,18 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
         "osprey {} started with {workers} network threads",
         env!("CARGO_PKG_VERSION")
     );
-    wait_for_stop_signal();
+    drop(shared);
+    signals.serve(reloader);
     tracing::info!("stopping: finishing in-flight requests");
     let _ = stop_tx.send(true);
     for t in threads {
         let _ = t.join();
     }
-    registry.lifecycle(Lifecycle::ServerStop);
+    if let Some(last) = crate::reload::current() {
+        last.registry.lifecycle(Lifecycle::ServerStop);
+    }
     tracing::info!("stopped");
     Ok(())
-}
-
-fn wait_for_stop_signal() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    });
 }
 
 fn pin_to_core(index: usize) {
@@ -195,8 +199,17 @@ async fn network_thread(
         let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
         tokio::task::spawn_local(accept_loop(listener, l.secure, shared, stop, load));
     }
+    tokio::task::spawn_local(async {
+        let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
+        loop {
+            tick.tick().await;
+            crate::access_log::flush_thread();
+        }
+    });
     let _ = stop.changed().await;
     // Let in-flight requests finish, up to the shutdown timeout.
+    let mut shared = shared;
+    crate::reload::refresh(&mut shared);
     let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
     while load.active.get() > 0 {
         if tokio::time::timeout_at(deadline, load.freed.notified())
@@ -210,6 +223,7 @@ async fn network_thread(
             break;
         }
     }
+    crate::access_log::flush_thread();
     registry.lifecycle(Lifecycle::ThreadStop(index as u32));
 }
 
@@ -220,8 +234,10 @@ async fn accept_loop(
     mut stop: watch::Receiver<bool>,
     load: Rc<Load>,
 ) {
-    let max = shared.config.limits.max_connections.max(1);
+    let mut shared = shared;
     loop {
+        crate::reload::refresh(&mut shared);
+        let max = shared.config.limits.max_connections.max(1);
         // At the limit, new connections wait in the listen backlog.
         while load.active.get() >= max {
             let freed = load.freed.notified();

@@ -31,13 +31,18 @@ pub fn module_lib(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("module library {file} not built in {}", lib_dir().display()))
 }
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1, never the same twice in this test process (tests run in
+/// parallel threads, and a port freed here could otherwise be handed to two servers).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if GIVEN.lock().unwrap().get_or_insert_with(HashSet::new).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A temporary directory removed on drop.

@@ -149,12 +149,6 @@ impl Config {
             backends.push(spec);
         }
         // Keys whose feature is not in this build yet: refuse rather than silently ignore.
-        if raw.logging.access_log.is_some() {
-            return Err(parser.error_at_key(
-                "access_log",
-                "the access log is not supported by this build yet",
-            ));
-        }
         for (i, l) in raw.listen.iter().enumerate() {
             if l.cert.is_some() || l.key.is_some() {
                 return Err(parser.error_at_key(

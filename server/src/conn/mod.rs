@@ -17,6 +17,7 @@ use crate::dispatch::{dispatch, error_response, Exchange, Peer};
 use crate::http::parse::{parse, Head};
 use crate::http::HttpError;
 use crate::server::Shared;
+use crate::stats::{ConnStats, State};
 use io::Io;
 
 /// Pending pipelined output is written once it reaches this size.
@@ -33,6 +34,7 @@ pub async fn serve<I: Io>(
         buf: Vec::new(),
         out: Vec::new(),
         served: 0,
+        stats: ConnStats::accepted(),
     };
     let result = conn.run(&mut io, &peer, &shared, &mut stop).await;
     if let Err(e) = result {
@@ -48,6 +50,7 @@ struct Conn {
     /// Response bytes not yet written.
     out: Vec<u8>,
     served: u64,
+    stats: ConnStats,
 }
 
 /// Why reading a head stopped.
@@ -66,20 +69,23 @@ impl Conn {
         shared: &Arc<Shared>,
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<()> {
+        let mut shared = shared.clone();
         loop {
-            let head = match self.read_head(io, shared, stop).await {
+            let head = match self.read_head(io, &shared, stop).await {
                 Ok(head) => head,
                 // read_head flushed pending output before it waited.
                 Err(HeadError::Closed) => return Ok(()),
                 Err(HeadError::Http(e)) => {
-                    let failing = Box::pin(self.fail(io, shared, 1, e));
+                    let failing = Box::pin(self.fail(io, peer, &shared, 1, e));
                     return failing.await;
                 }
             };
             // Boxed: the request's state (head, exchange, handler futures) is large, and an idle
             // connection's task must stay small, so it is allocated only while a request runs.
             // (Built in its own statement, so the unboxed future takes no room in this one.)
-            let request = Box::pin(self.serve_request(io, peer, shared, stop, head));
+            // A request is served by the configuration current when its head arrived.
+            crate::reload::refresh(&mut shared);
+            let request = Box::pin(self.serve_request(io, peer, &shared, stop, head));
             let more = request.await?;
             if !more {
                 return Ok(());
@@ -98,12 +104,14 @@ impl Conn {
     ) -> std::io::Result<bool> {
         let limits = &shared.config.limits;
         let timeouts = &shared.timeouts;
+        self.stats.set(State::Writing);
+        let started = Instant::now();
         let limit = body_limit(shared, &self.buf, &head, peer.secure);
         let (body, used) =
             match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
                 Ok(found) => found,
                 Err(e) => {
-                    self.fail(io, shared, head.minor, e).await?;
+                    self.fail(io, peer, shared, head.minor, e).await?;
                     return Ok(false);
                 }
             };
@@ -138,6 +146,11 @@ impl Conn {
             return Ok(false);
         };
         self.buf = std::mem::take(&mut ex.buf);
+        // A stop that came while the handler ran ends keep-alive too.
+        let keep_alive = keep_alive && !*stop.borrow();
+        let status = ex.resp.status;
+        // Counted when answered, before its bytes leave.
+        self.stats.request();
         let sent = respond::write_response(
             io,
             &mut self.out,
@@ -149,6 +162,16 @@ impl Conn {
         )
         .await?;
         pool::give_response(ex.resp);
+        if crate::access_log::enabled() {
+            log_access(
+                peer,
+                &self.buf,
+                Some(&ex.head),
+                status,
+                sent.body_bytes,
+                started,
+            );
+        }
         // Keep pipelined bytes that follow this request.
         self.buf.drain(..used.min(self.buf.len()));
         if let Some(t) = sent.upgrade {
@@ -163,6 +186,8 @@ impl Conn {
         }
         if !sent.keep_alive {
             self.flush(io, timeouts.write).await?;
+            // Lingering until the peer closes counts as waiting.
+            self.stats.set(State::Idle);
             io.close().await;
             return Ok(false);
         }
@@ -184,6 +209,11 @@ impl Conn {
         let timeouts = &shared.timeouts;
         let mut deadline: Option<Instant> = None;
         loop {
+            self.stats.set(if self.buf.is_empty() {
+                State::Idle
+            } else {
+                State::Reading
+            });
             if !self.buf.is_empty() {
                 if let Some(head) = parse(&self.buf, limits).map_err(HeadError::Http)? {
                     // Boxed: kept inline, the head would bloat every idle connection's task.
@@ -246,20 +276,62 @@ impl Conn {
     async fn fail<I: Io>(
         &mut self,
         io: &mut I,
+        peer: &Peer,
         shared: &Shared,
         minor: u8,
         e: HttpError,
     ) -> std::io::Result<()> {
         tracing::debug!("protocol error {}: {}", e.status, e.reason);
+        self.stats.set(State::Writing);
+        let started = Instant::now();
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);
         let timeout = shared.timeouts.write;
-        respond::write_response(io, &mut self.out, minor, false, &mut resp, false, timeout).await?;
+        self.stats.request();
+        let sent =
+            respond::write_response(io, &mut self.out, minor, false, &mut resp, false, timeout)
+                .await?;
         pool::give_response(resp);
+        if crate::access_log::enabled() {
+            log_access(peer, &[], None, e.status, sent.body_bytes, started);
+        }
         self.flush(io, timeout).await?;
+        self.stats.set(State::Idle);
         io.close().await;
         Ok(())
     }
+}
+
+/// One access log line (`head` is `None` when the request could not be parsed).
+fn log_access(
+    peer: &Peer,
+    buf: &[u8],
+    head: Option<&Head>,
+    status: u16,
+    body_bytes: u64,
+    started: Instant,
+) {
+    // A request lost to a busy worker pool comes back without its bytes.
+    let head = head.filter(|h| buf.len() >= h.len);
+    let header = |name: &str| {
+        head.and_then(|h| {
+            h.headers
+                .iter()
+                .find(|(n, _)| n.str(buf).eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.get(buf))
+        })
+    };
+    crate::access_log::record(&crate::access_log::Entry {
+        remote: &peer.remote,
+        method: head.map(|h| h.method(buf)),
+        uri: head.map_or(&[][..], |h| h.uri.str(buf).as_bytes()),
+        minor: head.map_or(1, |h| h.minor),
+        status,
+        body_bytes,
+        referer: header("referer"),
+        user_agent: header("user-agent"),
+        duration: started.elapsed(),
+    });
 }
 
 /// The body limit of the first route that would take this request, else the global one.

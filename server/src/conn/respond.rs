@@ -19,6 +19,8 @@ pub struct Sent {
     pub keep_alive: bool,
     /// After a 101: the tunnel the connection now belongs to.
     pub upgrade: Option<TunnelBox>,
+    /// Body bytes sent (0 for HEAD and bodiless statuses).
+    pub body_bytes: u64,
 }
 
 /// Serialise `resp`; bytes may remain in `out` for the caller to flush.
@@ -57,8 +59,14 @@ pub async fn write_response<I: Io>(
         return Ok(Sent {
             keep_alive,
             upgrade,
+            body_bytes: 0,
         });
     }
+    // A stream's bytes are counted as they go.
+    let mut body_bytes = match resp.body {
+        Body::Stream(_) => 0,
+        _ => resp.body.len().unwrap_or(0),
+    };
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     match body {
         // Taken by `take_upgrade` (a 101 has no body).
@@ -108,6 +116,7 @@ pub async fn write_response<I: Io>(
                                 return Err(io::Error::other("stream too long"));
                             }
                         }
+                        body_bytes += chunk.len() as u64;
                         if chunked {
                             write_chunk(out, &chunk);
                             with_timeout(timeout, io.write_all(&[out])).await?;
@@ -147,6 +156,7 @@ pub async fn write_response<I: Io>(
     Ok(Sent {
         keep_alive,
         upgrade: None,
+        body_bytes,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The host services lent to modules.
 
 use abi_stable::{prefix_type::PrefixTypeTrait, std_types::RStr};
-use osprey_sdk::host::{Host, HostRef, Level};
+use osprey_sdk::host::{Host, HostRef, Level, Stats};
 
 extern "C" fn log(level: Level, module: RStr<'_>, message: RStr<'_>) {
     let (module, message) = (module.as_str(), message.as_str());
@@ -13,6 +13,18 @@ extern "C" fn log(level: Level, module: RStr<'_>, message: RStr<'_>) {
     }
 }
 
+extern "C" fn stats() -> Stats {
+    crate::stats::snapshot()
+}
+
+extern "C" fn counter(name: RStr<'_>) -> u32 {
+    crate::stats::counter(name.as_str())
+}
+
+extern "C" fn counter_add(id: u32, delta: u64) {
+    crate::stats::counter_add(id, delta)
+}
+
 /// The one host table, shared by every module.
 pub fn host() -> HostRef {
     use std::sync::OnceLock;
@@ -22,6 +34,9 @@ pub fn host() -> HostRef {
             log,
             backend: crate::upstream::host_backend,
             upstream_request: crate::upstream::host_upstream_request,
+            stats,
+            counter,
+            counter_add,
         }
         .leak_into_prefix()
     })

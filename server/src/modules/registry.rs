@@ -148,6 +148,22 @@ impl Registry {
         }
     }
 
+    /// Tell the modules that `old` did not have about a point in the server's life.
+    pub fn lifecycle_new(&self, old: &Registry, event: Lifecycle) {
+        for m in &self.modules {
+            if !old.modules.iter().any(|o| o.path == m.path) {
+                (m.root.lifecycle())(event);
+            }
+        }
+    }
+
+    /// The name of the module that provides handler type `kind`.
+    pub fn handler_module(&self, kind: &str) -> Option<&str> {
+        self.handlers
+            .get(kind)
+            .map(|&i| self.modules[i].name.as_str())
+    }
+
     /// Loaded modules as (name, library path).
     pub fn modules(&self) -> impl Iterator<Item = (&str, &str)> {
         self.modules

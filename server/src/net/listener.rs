@@ -19,6 +19,17 @@ pub fn parse_interface(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("bad interface `{text}`: no address"))
 }
 
+/// Fail with EADDRINUSE when another process already listens on `addr`. SO_REUSEPORT would
+/// otherwise let a second server (same user) silently share the port and half the traffic.
+pub fn check_unused(addr: SocketAddr) -> std::io::Result<()> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())
+}
+
 /// A non-blocking listening socket with SO_REUSEPORT (several threads bind the same address).
 pub fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -36,6 +47,18 @@ pub fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpList
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_in_use_is_detected_despite_reuseport() {
+        let ours = bind("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let addr = ours.local_addr().unwrap();
+        assert_eq!(
+            check_unused(addr).unwrap_err().kind(),
+            std::io::ErrorKind::AddrInUse
+        );
+        drop(ours);
+        assert!(check_unused(addr).is_ok());
+    }
 
     #[test]
     fn parses_nxweb_style_interfaces() {

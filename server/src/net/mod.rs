@@ -3,4 +3,4 @@
 
 mod listener;
 
-pub use listener::{bind, parse_interface};
+pub use listener::{bind, check_unused, parse_interface};

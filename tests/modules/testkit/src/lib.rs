@@ -22,7 +22,10 @@ struct Conf {
     text: String,
 }
 
-struct TestKit;
+struct TestKit {
+    /// Reported to the host: how many `text` answers were given.
+    served: osprey_sdk::host::Counter,
+}
 
 impl Module for TestKit {
     const NAME: &'static str = "testkit";
@@ -43,7 +46,9 @@ impl Module for TestKit {
     const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
-        Ok(TestKit)
+        Ok(TestKit {
+            served: osprey_sdk::host::Counter::register("testkit_text_served"),
+        })
     }
 
     fn new_handler(&self, kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
@@ -65,6 +70,7 @@ impl Module for TestKit {
         Ok(handler_box(Kit {
             kind: kind.to_owned(),
             conf,
+            served: self.served,
         }))
     }
 
@@ -80,6 +86,7 @@ impl Module for TestKit {
 struct Kit {
     kind: String,
     conf: Conf,
+    served: osprey_sdk::host::Counter,
 }
 
 impl Handler for Kit {
@@ -89,6 +96,7 @@ impl Handler for Kit {
             "decline" => Outcome::Next,
             "fail" => Outcome::Error(self.conf.status),
             "text" => {
+                self.served.incr();
                 resp.text(self.conf.text.clone());
                 Outcome::Done
             }

@@ -1,0 +1,226 @@
+//! `status`: the server's counters, read from the host, as plain text (like nginx's
+//! stub_status), JSON or the Prometheus text exposition format.
+//!
+//! ```json
+//! {"prefix": "/status", "handler": "status", "format": "text"}
+//! ```
+//! `?format=text|json|prometheus` overrides the route's `format` (default `text`).
+
+use std::fmt::Write;
+
+use osprey_sdk::abi_stable::std_types::{RString, RVec, Tuple2};
+use osprey_sdk::host::Stats;
+use osprey_sdk::serde_json::{json, Map, Value};
+use osprey_sdk::{
+    handler_box, parse_config, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response,
+};
+
+struct StatusModule;
+
+impl Module for StatusModule {
+    const NAME: &'static str = "status";
+    const HANDLERS: &'static [&'static str] = &["status"];
+
+    fn new(_config: &str) -> Result<Self, ConfigError> {
+        Ok(StatusModule)
+    }
+
+    fn new_handler(&self, _type_name: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        let conf: Conf = parse_config(route)?;
+        let format = match conf.format.as_deref() {
+            None => Format::Text,
+            Some(name) => Format::parse(name).ok_or_else(|| {
+                ConfigError::at_key(
+                    route,
+                    "format",
+                    format!("unknown format `{name}` (text, json, prometheus)"),
+                )
+            })?,
+        };
+        Ok(handler_box(Status { format }))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Conf {
+    format: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+enum Format {
+    Text,
+    Json,
+    Prometheus,
+}
+
+impl Format {
+    fn parse(name: &str) -> Option<Format> {
+        match name {
+            "text" => Some(Format::Text),
+            "json" => Some(Format::Json),
+            "prometheus" => Some(Format::Prometheus),
+            _ => None,
+        }
+    }
+}
+
+struct Status {
+    format: Format,
+}
+
+impl Handler for Status {
+    fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome {
+        if req.method.as_str() != "GET" && !req.is_head() {
+            resp.header("Allow", "GET, HEAD");
+            return Outcome::Error(405);
+        }
+        let format = match req.query_param("format") {
+            None => self.format,
+            Some(name) => match Format::parse(&name) {
+                Some(f) => f,
+                None => {
+                    resp.status(400).text(format!(
+                        "unknown format `{name}` (text, json, prometheus)\n"
+                    ));
+                    return Outcome::Done;
+                }
+            },
+        };
+        let Some(stats) = osprey_sdk::host::stats() else {
+            return Outcome::Error(503);
+        };
+        resp.set_header("Cache-Control", "no-store");
+        match format {
+            Format::Text => resp.text(text(&stats)),
+            Format::Json => resp.content_type("application/json").body(json(&stats)),
+            Format::Prometheus => resp
+                .content_type("text/plain; version=0.0.4; charset=utf-8")
+                .body(prometheus(&stats)),
+        };
+        Outcome::Done
+    }
+}
+
+/// nginx's stub_status layout, then Osprey's own lines.
+fn text(s: &Stats) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Active connections: {}", s.active);
+    let _ = writeln!(out, "server accepts handled requests");
+    let _ = writeln!(out, " {} {} {}", s.accepted, s.accepted, s.requests);
+    let _ = writeln!(
+        out,
+        "Reading: {} Writing: {} Waiting: {}",
+        s.reading, s.writing, s.idle
+    );
+    let _ = writeln!(out, "Uptime: {} Reloads: {}", s.uptime_secs, s.reloads);
+    for m in s.modules.iter() {
+        let _ = writeln!(out, "Module {}: {}", m.0, m.1);
+    }
+    for c in s.counters.iter() {
+        let _ = writeln!(out, "Counter {}: {}", c.0, c.1);
+    }
+    out
+}
+
+fn pairs(list: &RVec<Tuple2<RString, u64>>) -> Map<String, Value> {
+    list.iter()
+        .map(|t| (t.0.to_string(), Value::from(t.1)))
+        .collect()
+}
+
+fn json(s: &Stats) -> String {
+    let value = json!({
+        "uptime_secs": s.uptime_secs,
+        "reloads": s.reloads,
+        "connections": {
+            "active": s.active,
+            "reading": s.reading,
+            "writing": s.writing,
+            "idle": s.idle,
+            "accepted": s.accepted,
+        },
+        "requests": s.requests,
+        "modules": pairs(&s.modules),
+        "counters": pairs(&s.counters),
+    });
+    let mut text = value.to_string();
+    text.push('\n');
+    text
+}
+
+fn prometheus(s: &Stats) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, u64)]| {
+        let _ = writeln!(out, "# HELP osprey_{name} {help}");
+        let _ = writeln!(out, "# TYPE osprey_{name} {kind}");
+        for (labels, value) in rows {
+            let _ = writeln!(out, "osprey_{name}{labels} {value}");
+        }
+    };
+    metric(
+        "uptime_seconds",
+        "gauge",
+        "Seconds since the server started.",
+        &[(String::new(), s.uptime_secs)],
+    );
+    metric(
+        "reloads_total",
+        "counter",
+        "Configuration reloads that succeeded.",
+        &[(String::new(), s.reloads)],
+    );
+    metric(
+        "connections_accepted_total",
+        "counter",
+        "Connections accepted.",
+        &[(String::new(), s.accepted)],
+    );
+    let states = [
+        ("reading", s.reading),
+        ("writing", s.writing),
+        ("idle", s.idle),
+    ];
+    let rows: Vec<_> = states
+        .iter()
+        .map(|(st, v)| (format!("{{state=\"{st}\"}}"), *v))
+        .collect();
+    metric("connections", "gauge", "Open connections by state.", &rows);
+    metric(
+        "requests_total",
+        "counter",
+        "Requests answered.",
+        &[(String::new(), s.requests)],
+    );
+    let rows: Vec<_> = s
+        .modules
+        .iter()
+        .map(|m| (format!("{{module=\"{}\"}}", label(&m.0)), m.1))
+        .collect();
+    metric(
+        "module_requests_total",
+        "counter",
+        "Requests answered per module.",
+        &rows,
+    );
+    let rows: Vec<_> = s
+        .counters
+        .iter()
+        .map(|c| (format!("{{name=\"{}\"}}", label(&c.0)), c.1))
+        .collect();
+    metric(
+        "counter_total",
+        "counter",
+        "Counters reported by modules.",
+        &rows,
+    );
+    out
+}
+
+/// A Prometheus label value: `\`, `"` and newlines escaped.
+fn label(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+osprey_sdk::export_module!(StatusModule);
