@@ -1,15 +1,9 @@
 //! `osprey`: command line, configuration, start-up.
 
-mod config;
-mod conn;
-mod dispatch;
-mod http;
-mod log;
-mod modules;
-mod net;
-mod router;
-mod server;
-mod worker;
+// The server lives in the library (`lib.rs`); its modules are imported here so that modules
+// declared in this file can keep naming them `crate::<module>`.
+#[allow(unused_imports)]
+use osprey::{config, conn, dispatch, http, log, modules, net, router, server, worker};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
