@@ -20,7 +20,9 @@ fn pieces(data: &[u8], max: u64, sizes: &[u8]) -> Result<(Vec<u8>, usize, bool),
     while pos < data.len() && !decoder.is_done() {
         let size = (usize::from(sizes[i % sizes.len()]) % 17 + 1).min(data.len() - pos);
         i += 1;
-        let used = decoder.decode(&data[pos..pos + size], &mut out, max).map_err(|e| e.status)?;
+        let used = decoder
+            .decode(&data[pos..pos + size], &mut out, max)
+            .map_err(|e| e.status)?;
         assert!(used <= size);
         if used < size {
             assert!(decoder.is_done(), "stopped early without finishing");

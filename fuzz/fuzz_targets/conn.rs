@@ -57,6 +57,8 @@ impl Io for Memory<'_> {
 struct World {
     shared: Arc<Shared>,
     runtime: tokio::runtime::Runtime,
+    /// Kept for the life of the process, as the server does.
+    _registry: Registry,
 }
 
 fn world() -> &'static World {
@@ -65,20 +67,28 @@ fn world() -> &'static World {
         let text = r#"{"workers": 1, "limits": {"max_header_bytes": 1024, "max_body_bytes": 4096,
                        "max_requests_per_connection": 50}}"#;
         let config = Config::parse("fuzz.json", text).expect("the fuzz configuration is valid");
-        let registry = Box::leak(Box::new(Registry::load(&config, &[]).expect("no modules to load")));
-        let shared = Arc::new(Shared::new(config, registry).expect("routes build"));
+        let registry = Registry::load(&config, &[]).expect("no modules to load");
+        let shared = Arc::new(Shared::new(config, &registry).expect("routes build"));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .expect("a runtime");
-        World { shared, runtime }
+        World {
+            shared,
+            runtime,
+            _registry: registry,
+        }
     })
 }
 
 /// Every byte written is a sequence of complete responses.
 fn check_responses(mut out: &[u8]) {
     while !out.is_empty() {
-        assert!(out.starts_with(b"HTTP/1.1 ") || out.starts_with(b"HTTP/1.0 "), "{:?}", String::from_utf8_lossy(out));
+        assert!(
+            out.starts_with(b"HTTP/1.1 ") || out.starts_with(b"HTTP/1.0 "),
+            "{:?}",
+            String::from_utf8_lossy(out)
+        );
         let mut headers = [httparse::EMPTY_HEADER; 32];
         let mut resp = httparse::Response::new(&mut headers);
         let head = match resp.parse(out).expect("a well-formed response head") {
@@ -90,10 +100,20 @@ fn check_responses(mut out: &[u8]) {
             .headers
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-            .map(|h| std::str::from_utf8(h.value).unwrap().parse::<usize>().unwrap());
+            .map(|h| {
+                std::str::from_utf8(h.value)
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap()
+            });
         // HEAD answers carry a length but no body: tell them apart by what follows.
         let body = match length {
-            Some(n) if out.len() >= head + n && (out.len() == head + n || out[head + n..].starts_with(b"HTTP/1.")) => n,
+            Some(n)
+                if out.len() >= head + n
+                    && (out.len() == head + n || out[head + n..].starts_with(b"HTTP/1.")) =>
+            {
+                n
+            }
             Some(_) => 0,
             None => panic!("core responses have a length (status {status})"),
         };
@@ -108,9 +128,21 @@ fuzz_target!(|input: &[u8]| {
     let (sizes, data) = input.split_at(2);
     let world = world();
     let output = RefCell::new(Vec::new());
-    let io = Memory { input: data, pos: 0, sizes, reads: 0, output: &output };
-    let peer = Arc::new(Peer { remote: "127.0.0.1:1".into(), secure: false, http2: false });
+    let io = Memory {
+        input: data,
+        pos: 0,
+        sizes,
+        reads: 0,
+        output: &output,
+    };
+    let peer = Arc::new(Peer {
+        remote: "127.0.0.1:1".into(),
+        secure: false,
+        http2: false,
+    });
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-    world.runtime.block_on(osprey::conn::serve(io, peer, world.shared.clone(), stop));
+    world
+        .runtime
+        .block_on(osprey::conn::serve(io, peer, world.shared.clone(), stop));
     check_responses(&output.borrow());
 });

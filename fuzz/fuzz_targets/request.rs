@@ -36,14 +36,26 @@ fuzz_target!(|input: &[u8]| {
             assert!(name.end as usize <= head.len && value.end as usize <= head.len);
             assert!(!name.str(buf).is_empty());
         }
-        let _ = (head.method(buf), head.path(buf), head.host(buf), head.query.str(buf));
+        let _ = (
+            head.method(buf),
+            head.path(buf),
+            head.host(buf),
+            head.query.str(buf),
+        );
         // The head alone parses to the same head; a shorter prefix never completes.
         let again = parse(&buf[..head.len], &limits)
             .expect("a head's own bytes parse")
             .expect("a head's own bytes are complete");
-        assert_eq!((again.len, again.body, again.keep_alive), (head.len, head.body, head.keep_alive));
+        assert_eq!(
+            (again.len, again.body, again.keep_alive),
+            (head.len, head.body, head.keep_alive)
+        );
         if let Ok(Some(shorter)) = parse(&buf[..head.len - 1], &limits) {
-            panic!("a prefix of {} bytes completed as {} bytes", head.len - 1, shorter.len);
+            panic!(
+                "a prefix of {} bytes completed as {} bytes",
+                head.len - 1,
+                shorter.len
+            );
         }
         let mut end = head.len;
         match head.body {
