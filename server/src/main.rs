@@ -1,20 +1,7 @@
 //! `osprey`: command line, configuration, start-up.
 
-mod access_log;
-mod config;
-mod conn;
-mod daemon;
-mod dispatch;
-mod http;
-mod log;
-mod modules;
-mod net;
-mod reload;
-mod router;
-mod server;
-mod stats;
-mod upstream;
-mod worker;
+// The server lives in the library (`lib.rs`); this file is its command line.
+use osprey::{access_log, config, daemon, log, modules, net, reload, server, stats, upstream};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -38,8 +38,17 @@ pub fn free_port() -> u16 {
     use std::sync::Mutex;
     static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if GIVEN.lock().unwrap().get_or_insert_with(HashSet::new).insert(port) {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN
+            .lock()
+            .unwrap()
+            .get_or_insert_with(HashSet::new)
+            .insert(port)
+        {
             return port;
         }
     }
@@ -98,19 +107,33 @@ impl Server {
 
     /// Start with a configuration and extra command-line arguments.
     pub fn start_with(config: &str, args: &[&str]) -> Server {
+        Self::start_custom(config, &[], 2, args)
+    }
+
+    /// Start with `workers` network threads, run through `wrapper` (a command and its
+    /// arguments that ends by executing the server, e.g. `["prlimit", "--nofile=64"]`).
+    pub fn start_custom(config: &str, wrapper: &[&str], workers: usize, args: &[&str]) -> Server {
         let dir = TempDir::new("srv");
         let conf = dir.write("osprey.json", config);
         let port = free_port();
         let log = dir.path().join("error.log");
-        let mut cmd = Command::new(osprey_bin());
+        let mut cmd = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(wrapper_args).arg(osprey_bin());
+                cmd
+            }
+            None => Command::new(osprey_bin()),
+        };
         cmd.arg("-c")
             .arg(&conf)
             .arg("-H")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("-L")
-            .arg("debug")
-            .arg("--workers")
-            .arg("2")
+            .arg(format!("127.0.0.1:{port}"));
+        if !args.contains(&"-L") {
+            cmd.arg("-L").arg("debug");
+        }
+        cmd.arg("--workers")
+            .arg(workers.to_string())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

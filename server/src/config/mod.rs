@@ -1,6 +1,6 @@
 //! Loading and checking the configuration file.
 
-mod jsonc;
+pub mod jsonc;
 mod types;
 
 use std::collections::BTreeMap;

@@ -30,7 +30,8 @@ pub async fn read_body<I: Io>(
                 if head.expect_continue {
                     write_continue(io).await?;
                 }
-                buf.reserve(end - buf.len());
+                // Grow with the bytes that arrive, not with what the client declared.
+                buf.reserve((end - buf.len()).min(64 * 1024));
                 while buf.len() < end {
                     read_more(io, buf, timeout).await?;
                 }

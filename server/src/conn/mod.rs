@@ -191,6 +191,12 @@ impl Conn {
             io.close().await;
             return Ok(false);
         }
+        // The answer is complete once flushed: the connection waits from here on.
+        self.stats.set(if self.buf.is_empty() {
+            State::Idle
+        } else {
+            State::Reading
+        });
         let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
         if !next_head_buffered || self.out.len() >= FLUSH_AT {
             self.flush(io, timeouts.write).await?;

@@ -14,6 +14,10 @@ use crate::http::status::bodiless;
 /// Bodies up to this size are copied next to the head.
 const INLINE_BODY: usize = 16 * 1024;
 
+/// Large bodies go out in pieces of this size, each bounded by the write timeout: a peer that
+/// takes no whole piece within `timeouts.write` is dropped, one that keeps reading is not.
+pub const WRITE_PIECE: usize = 256 * 1024;
+
 /// What the connection should do after a response.
 pub struct Sent {
     pub keep_alive: bool,
@@ -74,17 +78,23 @@ pub async fn write_response<I: Io>(
         Body::Bytes(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
         Body::Shared(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
         Body::Bytes(b) => {
-            with_timeout(timeout, io.write_all(&[out, &b])).await?;
+            write_pieces(io, timeout, out, &b).await?;
             out.clear();
         }
         Body::Shared(b) => {
-            with_timeout(timeout, io.write_all(&[out, &b])).await?;
+            write_pieces(io, timeout, out, &b).await?;
             out.clear();
         }
         Body::File(range) => {
             with_timeout(timeout, io.write_all(&[out])).await?;
             out.clear();
-            with_timeout(timeout, io.send_file(&range.file, range.offset, range.len)).await?;
+            let end = range.offset + range.len;
+            let mut at = range.offset;
+            while at < end {
+                let len = (end - at).min(WRITE_PIECE as u64);
+                with_timeout(timeout, io.send_file(&range.file, at, len)).await?;
+                at += len;
+            }
         }
         Body::Stream(mut stream) => {
             with_timeout(timeout, io.write_all(&[out])).await?;
@@ -119,10 +129,10 @@ pub async fn write_response<I: Io>(
                         body_bytes += chunk.len() as u64;
                         if chunked {
                             write_chunk(out, &chunk);
-                            with_timeout(timeout, io.write_all(&[out])).await?;
+                            write_pieces(io, timeout, &[], out).await?;
                             out.clear();
                         } else {
-                            with_timeout(timeout, io.write_all(&[&chunk])).await?;
+                            write_pieces(io, timeout, &[], &chunk).await?;
                         }
                     }
                     Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => {
@@ -175,6 +185,22 @@ fn take_upgrade(resp: &mut Response, minor: u8) -> Option<TunnelBox> {
     tracing::error!("a 101 response needs an upgrade body and an HTTP/1.1 request; answering 500");
     error_response(resp, 500, "");
     None
+}
+
+/// Write `head` then `body`, in pieces of at most `WRITE_PIECE` body bytes, each within
+/// `limit`.
+async fn write_pieces<I: Io>(
+    io: &mut I,
+    limit: Duration,
+    head: &[u8],
+    body: &[u8],
+) -> io::Result<()> {
+    let first = body.len().min(WRITE_PIECE);
+    with_timeout(limit, io.write_all(&[head, &body[..first]])).await?;
+    for piece in body[first..].chunks(WRITE_PIECE) {
+        with_timeout(limit, io.write_all(&[piece])).await?;
+    }
+    Ok(())
 }
 
 async fn with_timeout(

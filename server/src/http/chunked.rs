@@ -121,7 +121,7 @@ impl Decoder {
                 }
                 State::TrailerStart => match b {
                     b'\r' => self.state = State::EndLf,
-                    b'\n' | 0 => return Err(bad("bad end of chunked body")),
+                    b'\n' | 0 => return Err(bad("bad trailer")),
                     _ => {
                         self.line = 1;
                         self.state = State::Trailer;
@@ -200,6 +200,8 @@ mod tests {
             b"-1\r\n",
             b"\r\n",
             b"5\r\nhello\r\n0\r\n\n",
+            b"0\r\n\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"0\r\nX: 1\r\n\n",
         ] {
             let mut out = Vec::new();
             assert!(

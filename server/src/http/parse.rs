@@ -113,20 +113,18 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
     let len = match req.parse(data) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            check_partial_size(data, limits)?;
+            check_partial_size(buf, data, limits)?;
             return Ok(None);
         }
         Err(e) => return Err(map_parse_error(e)),
     };
-    if len > limits.max_header_bytes {
+    check_request_line(data, limits)?;
+    if skip + len > limits.max_header_bytes {
         return Err(too_large(data, limits));
     }
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
     let minor = req.version.unwrap_or(1);
-    if target.len() > limits.max_request_line {
-        return Err(HttpError::new(414, "request target too long"));
-    }
     let mut head = Head {
         len: skip + len,
         method: Span::of(buf, method.as_bytes()),
@@ -323,14 +321,24 @@ fn parse_length(v: &[u8]) -> Result<u64, HttpError> {
     Ok(v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')))
 }
 
-/// An incomplete head that already passed a limit.
-fn check_partial_size(data: &[u8], limits: &Limits) -> Result<(), HttpError> {
-    let line_len = memchr::memchr(b'\n', data).unwrap_or(data.len());
-    if line_len > limits.max_request_line {
-        return Err(HttpError::new(414, "request line too long"));
+/// An incomplete head that already passed a limit. `data` is `buf` after the empty lines that
+/// may precede a request line; those count towards the header bytes too.
+fn check_partial_size(buf: &[u8], data: &[u8], limits: &Limits) -> Result<(), HttpError> {
+    if data.is_empty() && buf.len() > limits.max_header_bytes {
+        return Err(bad("too many empty lines before the request line"));
     }
-    if data.len() > limits.max_header_bytes {
+    check_request_line(data, limits)?;
+    if buf.len() > limits.max_header_bytes {
         return Err(too_large(data, limits));
+    }
+    Ok(())
+}
+
+/// The request line (up to its line feed, or all of `data` while it has none) within its limit.
+fn check_request_line(data: &[u8], limits: &Limits) -> Result<(), HttpError> {
+    let line = memchr::memchr(b'\n', data).unwrap_or(data.len());
+    if line > limits.max_request_line {
+        return Err(HttpError::new(414, "request line too long"));
     }
     Ok(())
 }
@@ -471,6 +479,14 @@ mod tests {
         let h = ok(raw);
         assert_eq!(h.path(raw.as_bytes()), "/x");
         assert_eq!(h.len, raw.len());
+    }
+
+    #[test]
+    fn endless_empty_lines_are_bounded() {
+        let blank = "\r\n".repeat(9000);
+        assert_eq!(parse(blank.as_bytes(), &limits()).unwrap_err().status, 400);
+        let raw = format!("{}GET / HTTP/1.1\r\nHost: a\r\n", "\r\n".repeat(8200));
+        assert_eq!(parse(raw.as_bytes(), &limits()).unwrap_err().status, 431);
     }
 
     #[test]

@@ -20,6 +20,15 @@ struct Conf {
     chunks: u32,
     #[serde(default)]
     text: String,
+    /// `big`: body bytes.
+    #[serde(default)]
+    size: usize,
+    /// `sleep-worker`: how long to sleep (default 200 ms).
+    #[serde(default)]
+    sleep_ms: u64,
+    /// Run this handler on the worker pool.
+    #[serde(default)]
+    worker: bool,
 }
 
 struct TestKit {
@@ -42,6 +51,7 @@ impl Module for TestKit {
         "counter",
         "count",
         "file",
+        "big",
     ];
     const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
@@ -100,6 +110,11 @@ impl Handler for Kit {
                 resp.text(self.conf.text.clone());
                 Outcome::Done
             }
+            "big" => {
+                resp.content_type("application/octet-stream")
+                    .body(vec![b'x'; self.conf.size]);
+                Outcome::Done
+            }
             "bad-header" => {
                 resp.header("X-Bad", "a\r\nInjected: yes").text("x");
                 Outcome::Done
@@ -121,7 +136,12 @@ impl Handler for Kit {
                 })
             }
             "sleep-worker" => {
-                std::thread::sleep(Duration::from_millis(200));
+                let ms = if self.conf.sleep_ms == 0 {
+                    200
+                } else {
+                    self.conf.sleep_ms
+                };
+                std::thread::sleep(Duration::from_millis(ms));
                 resp.text(format!(
                     "slept on {}",
                     std::thread::current().name().unwrap_or("?")
@@ -153,7 +173,7 @@ impl Handler for Kit {
     }
 
     fn mode(&self) -> Mode {
-        if self.kind == "sleep-worker" {
+        if self.kind == "sleep-worker" || self.conf.worker {
             Mode::Worker
         } else {
             Mode::Inline
