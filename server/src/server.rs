@@ -12,7 +12,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
 use crate::config::Config;
-use crate::dispatch::Peer;
 use crate::modules::Registry;
 use crate::router::Router;
 use crate::worker::WorkerPool;
@@ -32,6 +31,8 @@ pub struct Shared {
     pub router: Router,
     pub pool: WorkerPool,
     pub timeouts: Timeouts,
+    /// TLS configurations of the secure listeners (certificates read at build time).
+    pub tls: crate::net::tls::TlsSet,
 }
 
 impl Shared {
@@ -48,6 +49,7 @@ impl Shared {
                 shutdown: secs(t.shutdown),
             },
             pool: WorkerPool::new(config.worker_pool.queue),
+            tls: crate::net::tls::build(&config)?,
             router,
             config,
         })
@@ -57,7 +59,7 @@ impl Shared {
 /// A listening socket of one network thread.
 struct Listener {
     socket: std::net::TcpListener,
-    secure: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Bind every listener for every thread, start the threads, and serve until SIGTERM/SIGINT.
@@ -70,14 +72,11 @@ pub fn run(shared: Shared, registry: &'static Registry) -> Result<(), String> {
     let mut per_thread = Vec::with_capacity(workers);
     for _ in 0..workers {
         let mut listeners = Vec::new();
-        for l in &config.listen {
-            if l.secure {
-                return Err(format!("{}: listener {}: TLS is not available in this build", config.file, l.interface));
-            }
+        for (i, l) in config.listen.iter().enumerate() {
             let addr = crate::net::parse_interface(&l.interface)?;
             let socket = crate::net::bind(addr, l.backlog)
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-            listeners.push(Listener { socket, secure: l.secure });
+            listeners.push(Listener { socket, tls: shared.tls.get(i) });
         }
         per_thread.push(listeners);
     }
@@ -178,7 +177,7 @@ async fn network_thread(
     for l in listeners {
         let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
         let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
-        tokio::task::spawn_local(accept_loop(listener, l.secure, shared, stop, load));
+        tokio::task::spawn_local(accept_loop(listener, l.tls, shared, stop, load));
     }
     let _ = stop.changed().await;
     // Let in-flight requests finish, up to the shutdown timeout.
@@ -194,7 +193,7 @@ async fn network_thread(
 
 async fn accept_loop(
     listener: TcpListener,
-    secure: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     load: Rc<Load>,
@@ -218,14 +217,9 @@ async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 load.active.set(load.active.get() + 1);
                 let counted = Counted(load.clone());
-                let peer = Arc::new(Peer {
-                    remote: format_addr(addr),
-                    secure,
-                    http2: false,
-                });
-                let (shared, stop) = (shared.clone(), stop.clone());
+                let (shared, stop, tls) = (shared.clone(), stop.clone(), tls.clone());
                 tokio::task::spawn_local(async move {
-                    crate::conn::serve(stream, peer, shared, stop).await;
+                    crate::net::serve_connection(stream, format_addr(addr), tls, shared, stop).await;
                     drop(counted);
                 });
             }
