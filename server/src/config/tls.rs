@@ -68,8 +68,8 @@ impl TlsConfig {
     /// TLS configuration (see `net::tls::build`).
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         match (&self.cert, &self.key) {
-            (Some(_), None) => return Err(("key", "`cert` is given without `key`".into())),
-            (None, Some(_)) => return Err(("cert", "`key` is given without `cert`".into())),
+            (Some(_), None) => return Err(("cert", "`cert` is given without `key`".into())),
+            (None, Some(_)) => return Err(("key", "`key` is given without `cert`".into())),
             _ => {}
         }
         if self.min_version != "1.2" && self.min_version != "1.3" {

@@ -32,10 +32,10 @@ pub async fn handle(
     peer: &Arc<Peer>,
     shared: &Arc<Shared>,
 ) {
-    let (parts, body) = req.into_parts();
+    let (parts, mut body) = req.into_parts();
     let is_head = parts.method == http::Method::HEAD;
     let mut buf = Vec::with_capacity(1024);
-    let ex = match read_request(&parts, body, &mut buf, peer, shared).await {
+    let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
         Ok(head) => {
             let span = Span {
                 start: head.len as u32,
@@ -53,6 +53,7 @@ pub async fn handle(
             let mut resp = Response::default();
             error_response(&mut resp, e.status, e.reason);
             let _ = send(&mut respond, resp, is_head, shared).await;
+            drain(&mut body).await;
             return;
         }
     };
@@ -72,7 +73,7 @@ pub async fn handle(
 /// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body.
 async fn read_request(
     parts: &http::request::Parts,
-    mut body: RecvStream,
+    body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
@@ -112,7 +113,7 @@ async fn read_request(
         }
     }
     let timeout = shared.timeouts.body;
-    while let Some(data) = next_data(&mut body, timeout).await? {
+    while let Some(data) = next_data(body, timeout).await? {
         if (buf.len() - head.len + data.len()) as u64 > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
@@ -120,6 +121,24 @@ async fn read_request(
         let _ = body.flow_control().release_capacity(data.len());
     }
     Ok(head)
+}
+
+/// After an early answer, read and drop what the client still sends of the body (a bounded
+/// amount, for a short while), so the stream ends with the client's END_STREAM rather than a
+/// reset that some clients report as a failure.
+async fn drain(body: &mut RecvStream) {
+    const DRAIN_BYTES: usize = 1024 * 1024;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let mut drained = 0;
+    while drained < DRAIN_BYTES && !body.is_end_stream() {
+        match tokio::time::timeout_at(deadline, body.data()).await {
+            Ok(Some(Ok(data))) => {
+                drained += data.len();
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            _ => return,
+        }
+    }
 }
 
 async fn next_data(body: &mut RecvStream, timeout: Duration) -> Result<Option<Bytes>, HttpError> {

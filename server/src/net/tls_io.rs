@@ -109,15 +109,15 @@ pub struct TlsIo {
 }
 
 /// `Read`/`Write` over a tokio socket that return `WouldBlock` instead of waiting.
-struct Sync<'a>(&'a TcpStream);
+struct NonBlocking<'a>(&'a TcpStream);
 
-impl Read for Sync<'_> {
+impl Read for NonBlocking<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.try_read(buf)
     }
 }
 
-impl Write for Sync<'_> {
+impl Write for NonBlocking<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.try_write(buf)
     }
@@ -139,7 +139,7 @@ impl TlsIo {
     /// Write pending TLS records without waiting. `Ok(true)`: nothing is left.
     fn push_tls(&mut self) -> io::Result<bool> {
         while self.tls.wants_write() {
-            match self.tls.write_tls(&mut Sync(&self.tcp)) {
+            match self.tls.write_tls(&mut NonBlocking(&self.tcp)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -198,7 +198,7 @@ impl Io for TlsIo {
             if self.eof {
                 return Ok(0);
             }
-            match self.tls.read_tls(&mut Sync(&self.tcp)) {
+            match self.tls.read_tls(&mut NonBlocking(&self.tcp)) {
                 Ok(0) => self.eof = true,
                 Ok(_) => {}
                 Err(e) => return Err(e),

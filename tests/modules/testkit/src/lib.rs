@@ -18,6 +18,9 @@ struct Conf {
     chunks: u32,
     #[serde(default)]
     text: String,
+    /// `file`: the file to serve.
+    #[serde(default)]
+    file: String,
 }
 
 struct TestKit;
@@ -25,7 +28,7 @@ struct TestKit;
 impl Module for TestKit {
     const NAME: &'static str = "testkit";
     const HANDLERS: &'static [&'static str] =
-        &["panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text"];
+        &["panic", "decline", "echo", "stream", "fail", "async", "sleep-worker", "bad-header", "text", "file"];
     const FILTERS: &'static [&'static str] = &["tag"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
@@ -58,6 +61,15 @@ impl Handler for Kit {
                 resp.text(self.conf.text.clone());
                 Outcome::Done
             }
+            "file" => match std::fs::File::open(&self.conf.file) {
+                Ok(file) => {
+                    let len = file.metadata().map_or(0, |m| m.len());
+                    let file = osprey_sdk::abi_stable::std_types::RArc::new(osprey_sdk::OpenFile::new(file));
+                    resp.content_type("application/octet-stream").body_file(file, 0, len);
+                    Outcome::Done
+                }
+                Err(_) => Outcome::Error(404),
+            },
             "bad-header" => {
                 resp.header("X-Bad", "a\r\nInjected: yes").text("x");
                 Outcome::Done
@@ -98,6 +110,8 @@ impl Handler for Kit {
                     let _ = writeln!(out, "cookie.{k}={v}");
                 }
                 let _ = writeln!(out, "body={}", String::from_utf8_lossy(&req.body));
+                resp.header("X-Secure", if req.secure { "1" } else { "0" });
+                resp.header("X-Http2", if req.http2 { "1" } else { "0" });
                 resp.text(out);
                 Outcome::Done
             }
