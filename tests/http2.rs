@@ -55,7 +55,7 @@ fn h2c_prior_knowledge_reaches_the_handlers() {
         out.contains("path=/echo/x") && out.contains("path_info=/x") && out.contains("query.q=1"),
         "{out}"
     );
-    assert!(out.contains(&format!("host=127.0.0.1\n")), "{out}");
+    assert!(out.contains("host=127.0.0.1\n"), "{out}");
     assert!(
         out.contains("cookie.a=1") && out.contains("cookie.b=2"),
         "{out}"

@@ -24,7 +24,8 @@ thread_local! {
     static CHUNKS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A connection after its handshake.
+/// A connection after its handshake (moved once, straight into its serving task).
+#[allow(clippy::large_enum_variant)]
 pub enum Accepted {
     /// ALPN chose `h2`.
     Http2(Box<TlsStream<TcpStream>>),
