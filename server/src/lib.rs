@@ -9,6 +9,7 @@ pub mod conn;
 pub mod daemon;
 pub mod dispatch;
 pub mod http;
+pub mod http2;
 pub mod log;
 pub mod modules;
 pub mod net;

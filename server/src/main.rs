@@ -27,6 +27,16 @@ struct Cli {
     /// Listen for HTTP on [ip]:port (repeatable; replaces the configuration's listeners).
     #[arg(short = 'H', value_name = "[IP]:PORT")]
     http: Vec<String>,
+    /// Listen for HTTPS (and HTTP/2) on [ip]:port (repeatable; with -H, replaces the
+    /// configuration's listeners). Certificate: --cert/--key, else the `tls` section.
+    #[arg(short = 'S', value_name = "[IP]:PORT")]
+    https: Vec<String>,
+    /// PEM certificate chain for -S listeners.
+    #[arg(long = "cert", value_name = "FILE", requires = "key")]
+    cert: Option<String>,
+    /// PEM private key for -S listeners.
+    #[arg(long = "key", value_name = "FILE", requires = "cert")]
+    key: Option<String>,
     /// Working directory, entered before anything else.
     #[arg(short = 'w', value_name = "DIR")]
     work_dir: Option<PathBuf>,
@@ -183,18 +193,27 @@ fn start(cli: Cli) -> Result<(), String> {
 }
 
 fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {
-    if !cli.http.is_empty() {
+    if !cli.http.is_empty() || !cli.https.is_empty() {
         config.listen.clear();
-        for interface in &cli.http {
-            net::parse_interface(interface).map_err(|e| format!("-H {interface}: {e}"))?;
-            config.listen.push(ListenConfig {
+        let plain = cli.http.iter().map(|i| (i, false));
+        for (interface, secure) in plain.chain(cli.https.iter().map(|i| (i, true))) {
+            let flag = if secure { "-S" } else { "-H" };
+            net::parse_interface(interface).map_err(|e| format!("{flag} {interface}: {e}"))?;
+            let listen = ListenConfig {
                 interface: interface.clone(),
                 backlog: 4096,
-                secure: false,
-                cert: None,
-                key: None,
-            });
+                secure,
+                cert: cli.cert.clone().filter(|_| secure),
+                key: cli.key.clone().filter(|_| secure),
+                certificates: None,
+            };
+            if secure && !config.tls.for_listener(&listen).has_certificate() {
+                return Err(format!("-S {interface}: no certificate: give --cert and --key, or a `tls` section with `cert` and `key`"));
+            }
+            config.listen.push(listen);
         }
+    } else if cli.cert.is_some() {
+        return Err("--cert and --key apply to -S listeners; none was given".into());
     }
     if let Some(path) = &cli.access_log {
         config.logging.access_log = Some(path.clone());

@@ -12,7 +12,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
 use crate::config::Config;
-use crate::dispatch::Peer;
 use crate::modules::Registry;
 use crate::reload::Reloader;
 use crate::router::Router;
@@ -35,6 +34,8 @@ pub struct Shared {
     pub timeouts: Timeouts,
     /// The modules this configuration was built from (libraries are never unloaded).
     pub registry: &'static Registry,
+    /// TLS configurations of the secure listeners (certificates read at build time).
+    pub tls: crate::net::tls::TlsSet,
 }
 
 impl Shared {
@@ -51,6 +52,7 @@ impl Shared {
                 shutdown: secs(t.shutdown),
             },
             pool: WorkerPool::new(config.worker_pool.queue),
+            tls: crate::net::tls::build(&config)?,
             router,
             config,
             registry,
@@ -61,7 +63,7 @@ impl Shared {
 /// A listening socket of one network thread.
 struct Listener {
     socket: std::net::TcpListener,
-    secure: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Bind every listener for every thread, run `after_bind` (privilege drop, readiness), start
@@ -88,19 +90,13 @@ pub fn run(
     }
     for _ in 0..workers {
         let mut listeners = Vec::new();
-        for l in &config.listen {
-            if l.secure {
-                return Err(format!(
-                    "{}: listener {}: TLS is not available in this build",
-                    config.file, l.interface
-                ));
-            }
+        for (i, l) in config.listen.iter().enumerate() {
             let addr = crate::net::parse_interface(&l.interface)?;
             let socket = crate::net::bind(addr, l.backlog)
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
             listeners.push(Listener {
                 socket,
-                secure: l.secure,
+                tls: shared.tls.get(i),
             });
         }
         per_thread.push(listeners);
@@ -197,7 +193,7 @@ async fn network_thread(
     for l in listeners {
         let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
         let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
-        tokio::task::spawn_local(accept_loop(listener, l.secure, shared, stop, load));
+        tokio::task::spawn_local(accept_loop(listener, l.tls, shared, stop, load));
     }
     tokio::task::spawn_local(async {
         let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
@@ -229,7 +225,7 @@ async fn network_thread(
 
 async fn accept_loop(
     listener: TcpListener,
-    secure: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     load: Rc<Load>,
@@ -255,14 +251,10 @@ async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 load.active.set(load.active.get() + 1);
                 let counted = Counted(load.clone());
-                let peer = Arc::new(Peer {
-                    remote: format_addr(addr),
-                    secure,
-                    http2: false,
-                });
-                let (shared, stop) = (shared.clone(), stop.clone());
+                let (shared, stop, tls) = (shared.clone(), stop.clone(), tls.clone());
                 tokio::task::spawn_local(async move {
-                    crate::conn::serve(stream, peer, shared, stop).await;
+                    crate::net::serve_connection(stream, format_addr(addr), tls, shared, stop)
+                        .await;
                     drop(counted);
                 });
             }

@@ -1,6 +1,7 @@
 //! Loading and checking the configuration file.
 
 pub mod jsonc;
+mod tls;
 mod types;
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use std::path::Path;
 
 use serde_json::value::RawValue;
 
+pub use tls::{CertConfig, Http2Config, TlsConfig};
 pub use types::*;
 
 /// The embedded default: the sample site and the example modules.
@@ -93,6 +95,8 @@ pub struct Config {
     pub worker_pool: PoolConfig,
     pub limits: Limits,
     pub timeouts: Timeouts,
+    pub tls: TlsConfig,
+    pub http2: Http2Config,
 }
 
 impl Config {
@@ -149,15 +153,17 @@ impl Config {
             backends.push(spec);
         }
         // Keys whose feature is not in this build yet: refuse rather than silently ignore.
+        raw.tls
+            .check()
+            .map_err(|(key, m)| parser.error_at_key(key, &format!("tls: {m}")))?;
+        raw.http2
+            .check()
+            .map_err(|(key, m)| parser.error_at_key(key, &format!("http2: {m}")))?;
         for (i, l) in raw.listen.iter().enumerate() {
-            if l.cert.is_some() || l.key.is_some() {
-                return Err(parser.error_at_key(
-                    "cert",
-                    &format!("listen[{i}]: TLS is not supported by this build yet"),
-                ));
-            }
             crate::net::parse_interface(&l.interface)
                 .map_err(|m| parser.error_at_key("interface", &format!("listen[{i}]: {m}")))?;
+            tls::check_listener(&raw.tls, l)
+                .map_err(|(key, m)| parser.error_at_key(key, &format!("listen[{i}]: {m}")))?;
         }
         Ok(Config {
             file: file.to_owned(),
@@ -172,6 +178,8 @@ impl Config {
             worker_pool: raw.worker_pool,
             limits: raw.limits,
             timeouts: raw.timeouts,
+            tls: raw.tls,
+            http2: raw.http2,
         })
     }
 }

@@ -33,6 +33,11 @@ pub struct FileConfig<'a> {
     pub limits: Limits,
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// Default certificates and TLS settings of secure listeners.
+    #[serde(default)]
+    pub tls: super::TlsConfig,
+    #[serde(default)]
+    pub http2: super::Http2Config,
 }
 
 #[derive(Deserialize, Clone, Debug)]
@@ -51,8 +56,11 @@ pub struct ListenConfig {
     pub backlog: i32,
     #[serde(default)]
     pub secure: bool,
+    /// PEM certificate chain and key of a secure listener (else the `tls` section's).
     pub cert: Option<String>,
     pub key: Option<String>,
+    /// Certificates chosen by SNI, for this listener only.
+    pub certificates: Option<Vec<super::CertConfig>>,
 }
 
 fn default_backlog() -> i32 {

@@ -341,7 +341,7 @@ fn log_access(
 }
 
 /// The body limit of the first route that would take this request, else the global one.
-fn body_limit(shared: &Shared, buf: &[u8], head: &Head, secure: bool) -> u64 {
+pub(crate) fn body_limit(shared: &Shared, buf: &[u8], head: &Head, secure: bool) -> u64 {
     shared
         .router
         .candidates(head.path(buf), head.host(buf), secure)

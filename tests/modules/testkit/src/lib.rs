@@ -166,6 +166,8 @@ impl Handler for Kit {
                     let _ = writeln!(out, "cookie.{k}={v}");
                 }
                 let _ = writeln!(out, "body={}", String::from_utf8_lossy(&req.body));
+                resp.header("X-Secure", if req.secure { "1" } else { "0" });
+                resp.header("X-Http2", if req.http2 { "1" } else { "0" });
                 resp.text(out);
                 Outcome::Done
             }

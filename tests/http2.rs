@@ -1,0 +1,226 @@
+//! HTTP/2 of the real binary: cleartext prior knowledge (h2c) and over TLS (ALPN), through
+//! the same routing, handlers and filters as HTTP/1.1; settings from the `http2` section;
+//! h2load.
+
+mod common;
+mod tlskit;
+
+use std::process::Command;
+
+use common::{curl, Server, TempDir};
+use tlskit::{start_tls, Cert};
+
+const CONFIG: &str = r#"{
+  "http2": {"max_concurrent_streams": 7, "initial_window_size": 1048576},
+  "limits": {"max_body_bytes": 100000},
+  "load": [{"so": "testkit"}, {"so": "benchmark"}],
+  "routing": [
+    {"prefix": "/echo", "handler": "echo"},
+    {"prefix": "/stream", "handler": "stream", "chunks": 3},
+    {"prefix": "/async", "handler": "async"},
+    {"prefix": "/worker", "handler": "sleep-worker"},
+    {"prefix": "/bad-header", "handler": "bad-header"},
+    {"prefix": "/tagged", "handler": "echo", "filters": [{"type": "tag", "text": "t1"}]},
+    {"prefix": "/declines", "handler": "decline"},
+    {"prefix": "/declines", "handler": "text", "text": "second route"},
+    {"prefix": "/post-only", "handler": "echo", "methods": ["POST"]},
+    {"prefix": "/benchmark-inprocess", "handler": "benchmark-inprocess"},
+  ]
+}"#;
+
+/// curl with HTTP/2 prior knowledge on the plain port; returns (ok, output with headers).
+fn h2c(srv: &Server, path: &str, extra: &[&str]) -> (bool, String) {
+    let url = srv.url(path);
+    let mut args = vec!["--http2-prior-knowledge", "-i"];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    curl(&args)
+}
+
+#[test]
+fn h2c_prior_knowledge_reaches_the_handlers() {
+    let srv = Server::start(CONFIG);
+    let (ok, out) = h2c(
+        &srv,
+        "/echo/x?q=1",
+        &["-H", "Cookie: a=1", "-H", "Cookie: b=2"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.starts_with("HTTP/2 200"), "{out}");
+    assert!(
+        out.contains("x-http2: 1") && out.contains("x-secure: 0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("path=/echo/x") && out.contains("path_info=/x") && out.contains("query.q=1"),
+        "{out}"
+    );
+    assert!(out.contains("host=127.0.0.1\n"), "{out}");
+    assert!(
+        out.contains("cookie.a=1") && out.contains("cookie.b=2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("server: osprey") && out.contains("date: "),
+        "{out}"
+    );
+    // HTTP/1.1 on the same port is unaffected.
+    let resp = srv.get("/echo");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("x-http2"), Some("0"));
+}
+
+#[test]
+fn bodies_limits_and_errors_over_h2() {
+    let srv = Server::start(CONFIG);
+    let body_file = |name: &str, text: &str| format!("@{}", srv.dir.write(name, text).display());
+    let (ok, out) = h2c(&srv, "/echo", &["--data-binary", "a=1&b=two"]);
+    assert!(
+        ok && out.contains("method=POST") && out.contains("form.b=two"),
+        "{out}"
+    );
+    let big = "y".repeat(90_000);
+    let (ok, out) = h2c(&srv, "/echo", &["--data-binary", &body_file("big", &big)]);
+    assert!(
+        ok && out.contains(&format!("body={big}")),
+        "body of 90000 bytes not echoed"
+    );
+    let too_big = "z".repeat(150_000);
+    let (_, out) = h2c(
+        &srv,
+        "/echo",
+        &["--data-binary", &body_file("too-big", &too_big)],
+    );
+    assert!(
+        out.starts_with("HTTP/2 413"),
+        "{}",
+        &out[..out.len().min(300)]
+    );
+    let (_, out) = h2c(&srv, "/nowhere", &[]);
+    assert!(out.starts_with("HTTP/2 404"), "{out}");
+    let (_, out) = h2c(&srv, "/post-only", &[]);
+    assert!(
+        out.starts_with("HTTP/2 405") && out.contains("allow: POST"),
+        "{out}"
+    );
+    let (_, out) = h2c(&srv, "/bad-header", &[]);
+    assert!(out.starts_with("HTTP/2 500"), "{out}");
+    let huge = format!("X-Big: {}", "h".repeat(20_000));
+    let headers = format!("@{}", srv.dir.write("headers", &huge).display());
+    let (_, out) = h2c(&srv, "/echo", &["-H", &headers]);
+    assert!(out.starts_with("HTTP/2 431"), "{out}");
+    // HEAD: the length of the GET body, no body.
+    let (ok, out) = h2c(&srv, "/declines", &["-I"]);
+    assert!(
+        ok && out.starts_with("HTTP/2 200") && out.contains("content-length: 12"),
+        "{out}"
+    );
+    assert!(!out.contains("second route"), "{out}");
+}
+
+#[test]
+fn streams_async_workers_filters_and_fallthrough_over_h2() {
+    let srv = Server::start(CONFIG);
+    let (ok, out) = h2c(&srv, "/stream", &[]);
+    assert!(ok && out.ends_with("chunk 1\nchunk 2\nchunk 3\n"), "{out}");
+    let (ok, out) = h2c(&srv, "/async/a", &[]);
+    assert!(ok && out.contains("async answer for /async/a"), "{out}");
+    let (ok, out) = h2c(&srv, "/worker", &[]);
+    assert!(ok && out.contains("slept on"), "{out}");
+    let (ok, out) = h2c(&srv, "/tagged", &[]);
+    assert!(ok && out.contains("x-tag: t1"), "{out}");
+    let (ok, out) = h2c(&srv, "/tagged?short-circuit", &[]);
+    assert!(ok && out.contains("from filter"), "{out}");
+    let (ok, out) = h2c(&srv, "/declines", &[]);
+    assert!(ok && out.ends_with("second route"), "{out}");
+}
+
+#[test]
+fn http2_settings_come_from_the_configuration() {
+    let srv = Server::start(CONFIG);
+    let out = Command::new("nghttp")
+        .args(["-nv", &srv.url("/echo")])
+        .output()
+        .expect("nghttp is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):7"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SETTINGS_INITIAL_WINDOW_SIZE(0x04):1048576"),
+        "{text}"
+    );
+}
+
+#[test]
+fn h2c_can_be_turned_off() {
+    let srv =
+        Server::start(&CONFIG.replacen("\"max_concurrent_streams\": 7", "\"enabled\": false", 1));
+    let (_, out) = h2c(&srv, "/echo", &[]);
+    assert!(!out.starts_with("HTTP/2 200"), "{out}");
+    assert_eq!(srv.get("/echo").status, 200);
+}
+
+#[test]
+fn bad_http2_settings_are_refused() {
+    let dir = TempDir::new("h2conf");
+    let conf = dir.write("c.json", "{\n\"http2\": {\n\"max_frame_size\": 100}}");
+    let out = Command::new(common::osprey_bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(":3") && err.contains("max_frame_size"),
+        "{err}"
+    );
+}
+
+fn h2load(url: &str) -> String {
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "4", "-m", "10", url])
+        .output()
+        .expect("h2load is installed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn h2load_over_h2c_and_tls() {
+    let dir = TempDir::new("h2load");
+    let cert = Cert::new(&dir, "localhost", &["localhost"]);
+    // The default settings (128 streams): h2load opens its 10 streams before it reads ours.
+    let config = CONFIG.replacen(
+        r#""http2": {"max_concurrent_streams": 7, "initial_window_size": 1048576},"#,
+        "",
+        1,
+    );
+    let (srv, port) = start_tls(&config, &cert);
+    for url in [
+        srv.url("/benchmark-inprocess"),
+        format!("https://127.0.0.1:{port}/benchmark-inprocess"),
+    ] {
+        let out = h2load(&url);
+        assert!(
+            out.contains("2000 succeeded, 0 failed, 0 errored"),
+            "{url}: {out}"
+        );
+        assert!(out.contains("status codes: 2000 2xx"), "{url}: {out}");
+        assert!(out.contains("Application protocol: h2"), "{url}: {out}");
+    }
+}
+
+#[test]
+fn many_concurrent_streams_on_one_connection() {
+    let srv = Server::start(CONFIG);
+    // 40 slow requests over one connection, 7 streams at once (the server's limit), each on
+    // the worker pool: every one must be answered.
+    let out = Command::new("h2load")
+        .args(["-n", "40", "-c", "1", "-m", "7", &srv.url("/worker")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("40 succeeded"), "{text}");
+}
