@@ -387,3 +387,35 @@ fn tls_configuration_errors_are_located() {
     let (ok, out) = check_config(CONFIG, &["-S", "127.0.0.1:1"]);
     assert!(!ok && out.contains("no certificate"), "{out}");
 }
+
+#[test]
+fn certificates_are_read_again_on_reload() {
+    let dir = TempDir::new("renew");
+    let old = Cert::new(&dir, "old", &["renew.test"]);
+    let new = Cert::new(&dir, "new", &["renew.test"]);
+    let live_cert = dir.write("live.crt", std::fs::read(&old.cert).unwrap());
+    let live_key = dir.write("live.key", std::fs::read(&old.key).unwrap());
+    let config = format!(
+        r#"{{"tls": {{"cert": "{}", "key": "{}"}}, "load": [{{"so": "testkit"}}],
+            "routing": [{{"prefix": "/echo", "handler": "echo"}}]}}"#,
+        live_cert.display(),
+        live_key.display()
+    );
+    let port = common::free_port();
+    let srv = common::Server::start_with(&config, &["-S", &format!("127.0.0.1:{port}")]);
+    let served = || first_pem(&s_client(port, &["-servername", "renew.test"]));
+    assert_eq!(served(), first_pem(&old.pem));
+    // Renew the certificate in place, as certbot does, and reload.
+    std::fs::copy(&new.cert, &live_cert).unwrap();
+    std::fs::copy(&new.key, &live_key).unwrap();
+    common::signal(&srv.child, "HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while served() != first_pem(&new.pem) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the renewed certificate was not served:\n{}",
+            srv.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -308,14 +308,13 @@ async fn run_handler(
 ) -> Option<(Exchange, Answer)> {
     let route = shared.router.route(index);
     if route.mode == Mode::Worker {
-        let (shared2, peer2) = (shared.clone(), peer.clone());
-        let head = ex.head.clone();
-        let job = move || {
-            let route = shared2.router.route(index);
-            let outcome = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
-                route.handler.handle(req, resp)
-            });
-            let answer = match outcome {
+        let answered = on_pool(
+            shared,
+            peer,
+            ex,
+            index,
+            info_start,
+            |route, req, resp| match route.handler.handle(req, resp) {
                 Outcome::Done => Answer::Done,
                 Outcome::Next => Answer::Next,
                 Outcome::Error(s) => Answer::Error(s),
@@ -323,13 +322,11 @@ async fn run_handler(
                     tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
                     Answer::Error(500)
                 }
-            };
-            (ex, answer)
-        };
-        return match shared.pool.run(job).await {
+            },
+        );
+        return match answered.await? {
             Ok(result) => Some(result),
-            Err(crate::worker::PoolError::Busy) => Some((lost(head, 503), Answer::Busy)),
-            Err(crate::worker::PoolError::Failed) => None,
+            Err(busy) => Some((busy, Answer::Busy)),
         };
     }
     let outcome = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
@@ -385,21 +382,16 @@ async fn run_before(
         });
         return Some(Ok((ex, step)));
     }
-    let (shared2, peer2, key) = (shared.clone(), peer.clone(), key.to_owned());
-    let head = ex.head.clone();
-    let job = move || {
-        let route = shared2.router.route(index);
-        let f = &route.filters[filter];
-        let step = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
-            f.before(req, RStr::from_str(&key), resp)
-        });
-        (ex, step)
-    };
-    match shared.pool.run(job).await {
-        Ok(result) => Some(Ok(result)),
-        Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
-        Err(crate::worker::PoolError::Failed) => None,
-    }
+    let key = key.to_owned();
+    on_pool(
+        shared,
+        peer,
+        ex,
+        index,
+        info_start,
+        move |route, req, resp| route.filters[filter].before(req, RStr::from_str(&key), resp),
+    )
+    .await
 }
 
 async fn run_after(
@@ -422,19 +414,43 @@ async fn run_after(
         });
         return Some(ex);
     }
-    let (shared2, peer2, key) = (shared.clone(), peer.clone(), key.to_owned());
+    let key = key.to_owned();
+    let done = on_pool(
+        shared,
+        peer,
+        ex,
+        index,
+        info_start,
+        move |route, req, resp| route.filters[filter].after(req, RStr::from_str(&key), resp),
+    );
+    match done.await? {
+        Ok((ex, ())) => Some(ex),
+        Err(busy) => Some(busy),
+    }
+}
+
+/// Run `step` on the worker pool with the exchange moved there and back. `Err` carries a
+/// busy pool's 503 (only the head is left); `None`: the job failed and took the request.
+async fn on_pool<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut ex: Exchange,
+    index: usize,
+    info_start: usize,
+    step: impl FnOnce(&crate::router::Route, &Request<'_>, &mut Response) -> T + Send + 'static,
+) -> Option<Result<(Exchange, T), Exchange>> {
+    let (shared2, peer2) = (shared.clone(), peer.clone());
     let head = ex.head.clone();
     let job = move || {
         let route = shared2.router.route(index);
-        let f = &route.filters[filter];
-        ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
-            f.after(req, RStr::from_str(&key), resp)
+        let out = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+            step(route, req, resp)
         });
-        ex
+        (ex, out)
     };
     match shared.pool.run(job).await {
-        Ok(ex) => Some(ex),
-        Err(crate::worker::PoolError::Busy) => Some(lost(head, 503)),
+        Ok(result) => Some(Ok(result)),
+        Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
         Err(crate::worker::PoolError::Failed) => None,
     }
 }

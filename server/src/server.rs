@@ -190,10 +190,10 @@ async fn network_thread(
 ) {
     registry.lifecycle(Lifecycle::ThreadStart(index as u32));
     let load = Rc::new(Load::default());
-    for l in listeners {
+    for (i, l) in listeners.into_iter().enumerate() {
         let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
         let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
-        tokio::task::spawn_local(accept_loop(listener, l.tls, shared, stop, load));
+        tokio::task::spawn_local(accept_loop(listener, i, l.tls, shared, stop, load));
     }
     tokio::task::spawn_local(async {
         let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
@@ -225,7 +225,8 @@ async fn network_thread(
 
 async fn accept_loop(
     listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    index: usize,
+    bound_tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     load: Rc<Load>,
@@ -251,7 +252,12 @@ async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 load.active.set(load.active.get() + 1);
                 let counted = Counted(load.clone());
-                let (shared, stop, tls) = (shared.clone(), stop.clone(), tls.clone());
+                // Certificates as of the latest reload; the listener's own when that
+                // configuration has no TLS for it (listener changes need a restart).
+                let tls = bound_tls
+                    .as_ref()
+                    .map(|bound| shared.tls.get(index).unwrap_or_else(|| bound.clone()));
+                let (shared, stop) = (shared.clone(), stop.clone());
                 tokio::task::spawn_local(async move {
                     crate::net::serve_connection(stream, format_addr(addr), tls, shared, stop)
                         .await;
