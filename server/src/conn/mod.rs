@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::dispatch::{dispatch, error_response, Exchange, Peer};
-use crate::http::parse::{parse, Head};
+use crate::http::parse::{parse, BodyFraming, Head};
 use crate::http::HttpError;
 use crate::server::Shared;
 use crate::stats::{ConnStats, State};
@@ -106,7 +106,11 @@ impl Conn {
         let timeouts = &shared.timeouts;
         self.stats.set(State::Writing);
         let started = Instant::now();
-        let limit = body_limit(shared, &self.buf, &head, peer.secure);
+        // Routing twice is only worth it when there is a body to bound.
+        let limit = match head.body {
+            BodyFraming::None => 0,
+            _ => body_limit(shared, &self.buf, &head, peer.secure),
+        };
         let (body, used) =
             match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
                 Ok(found) => found,
