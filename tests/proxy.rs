@@ -583,3 +583,41 @@ fn configuration_errors_are_located() {
     let e = check("{\"load\": [{\"so\": \"proxy\"}], \"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\"}}, \"routing\": [{\"handler\": \"http_proxy\", \"backend\": \"b\", \"cache\": 1}]}");
     assert!(e.contains("cache"), "{e}");
 }
+
+#[test]
+fn file_cache_serves_stale_when_the_upstream_stalls_or_is_gone() {
+    // NXWEB's serve-stale: the proxy turns a timeout into 504 and a refused connection into
+    // 502, and the cache in front of it answers with its expired copy instead.
+    let up = Upstream::start("origin");
+    let config = format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}, {{"so": "file_cache"}}],
+  "backends": {{"b": {{"connect": "{}", "read_timeout": 0.5, "connect_timeout": 0.5}}}},
+  "routing": [{{"handler": "http_proxy", "backend": "b",
+                "filters": [{{"type": "file_cache", "ttl": 1}}]}}]
+}}"#,
+        up.address()
+    );
+    let srv = Server::start(&config);
+    let first = get(&srv, "/page");
+    assert_eq!(first.status, 200);
+    assert_eq!(first.text(), "origin GET /page");
+    assert!(first.header("warning").is_none());
+    // Proxied content is cached: a fresh entry answers without the upstream.
+    assert_eq!(get(&srv, "/page").text(), "origin GET /page");
+    assert_eq!(up.hits(), 1);
+    std::thread::sleep(Duration::from_millis(1300));
+    up.set_mode(Mode::Stall);
+    for why in ["stalled", "gone"] {
+        let r = get(&srv, "/page");
+        assert_eq!(r.status, 200, "{why}: {}", r.text());
+        assert_eq!(r.text(), "origin GET /page", "{why}");
+        let warning = r.header("warning").unwrap_or_default();
+        assert!(warning.starts_with("110"), "{why}: warning {warning:?}");
+        assert!(r.header("age").is_some(), "{why}");
+        up.kill();
+    }
+    // Something never cached still gets the proxy's error.
+    let r = get(&srv, "/never-cached");
+    assert!(r.status == 502 || r.status == 504, "{}", r.status);
+}

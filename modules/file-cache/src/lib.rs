@@ -9,6 +9,7 @@
 mod disk;
 mod entry;
 mod inflight;
+mod tee;
 
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
@@ -86,7 +87,7 @@ struct FileCache {
     max_stale: Option<u64>,
     lock_timeout: Duration,
     memory: moka::sync::Cache<String, Arc<Entry>>,
-    disk: Option<Disk>,
+    disk: Option<Arc<Disk>>,
     in_flight: InFlight,
     /// Keys whose last origin answer was not cacheable: requests for them go straight to the
     /// origin for a while instead of queueing behind each other.
@@ -128,7 +129,7 @@ impl FileCache {
             max_stale: conf.max_stale,
             lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
             memory,
-            disk: conf.cache_dir.map(Disk::new),
+            disk: conf.cache_dir.map(|dir| Arc::new(Disk::new(dir))),
             in_flight: InFlight::default(),
             passes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -163,14 +164,32 @@ impl FileCache {
     }
 
     fn store(&self, key: &str, e: Arc<Entry>) {
-        if let Some(disk) = &self.disk {
-            if let Err(err) = disk.write(key, &e) {
-                host::warn(&format!(
-                    "file_cache: cannot write the cache file for {key}: {err}"
-                ));
+        store_into(&self.memory, self.disk.as_deref(), key, e)
+    }
+
+    /// Let a streamed 200 through to the client and store it when it has ended whole.
+    /// `done` (the fill other requests may wait on) is released after the store.
+    fn store_at_end(&self, key: &str, resp: &mut Response, done: Option<inflight::Done>) {
+        let Body::Stream(inner) = std::mem::replace(&mut resp.body, Body::Empty) else {
+            return;
+        };
+        let mut head = Response::new();
+        head.status = resp.status;
+        head.headers = resp.headers.clone();
+        let (memory, disk, key, ttl) = (
+            self.memory.clone(),
+            self.disk.clone(),
+            key.to_owned(),
+            self.ttl,
+        );
+        let on_end = move |body: Vec<u8>| {
+            let e = Arc::new(Entry::from_response(&head, body, ttl, now_ms()));
+            if e.worth_storing() {
+                store_into(&memory, disk.as_deref(), &key, e);
             }
-        }
-        self.memory.insert(key.to_owned(), e);
+            drop(done);
+        };
+        resp.body_stream(tee::Tee::new(inner, self.max_entry_size, Box::new(on_end)));
     }
 
     fn forget(&self, key: &str) {
@@ -309,6 +328,12 @@ impl Filter for FileCache {
             }
             // A HEAD answer has no body to store and says nothing against the entry.
             _ if req.is_head() => {}
+            _ if matches!(resp.body, Body::Stream(_))
+                && storable(req, resp)
+                && resp.body.len().is_none_or(|n| n <= self.max_entry_size) =>
+            {
+                self.store_at_end(key, resp, _done);
+            }
             _ => {
                 let body = if storable(req, resp) {
                     self.body_bytes(&resp.body)
@@ -335,3 +360,19 @@ impl Filter for FileCache {
 }
 
 osprey_sdk::export_module!(FileCacheModule);
+
+fn store_into(
+    memory: &moka::sync::Cache<String, Arc<Entry>>,
+    disk: Option<&Disk>,
+    key: &str,
+    e: Arc<Entry>,
+) {
+    if let Some(disk) = disk {
+        if let Err(err) = disk.write(key, &e) {
+            host::warn(&format!(
+                "file_cache: cannot write the cache file for {key}: {err}"
+            ));
+        }
+    }
+    memory.insert(key.to_owned(), e);
+}
