@@ -457,14 +457,8 @@ fn configuration_errors_name_the_key_and_line() {
                 "{{\"load\": [{{\"so\": \"testkit\"}}, {{\"so\": \"file_cache\"}}],\n\"routing\": [{{\"prefix\": \"/\", \"handler\": \"echo\",\n \"filters\": [{{\"type\": \"file_cache\",\n {text}}}]}}]}}"
             ),
         );
-        let out = std::process::Command::new(common::osprey_bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&conf)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{key}");
+        let (ok, err) = common::check_file(&conf, &[]);
+        assert!(!ok, "{key}");
         assert!(
             err.contains(key) && err.contains(want) && err.contains(":4"),
             "{key}: {err}"

@@ -216,14 +216,8 @@ fn compression_level_defaults_to_6_and_is_configurable() {
         "bad.json",
         "{\"load\": [{\"so\": \"testkit\"}, {\"so\": \"gzip\"}],\n\"routing\": [{\"prefix\": \"/\", \"handler\": \"echo\",\n \"filters\": [{\"type\": \"gzip\",\n \"compression\": 0}]}]}",
     );
-    let out = std::process::Command::new(common::osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (ok, err) = common::check_file(&conf, &[]);
+    assert!(!ok);
     assert!(
         err.contains("compression") && err.contains("1 to 9") && err.contains(":4"),
         "{err}"

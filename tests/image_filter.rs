@@ -5,7 +5,6 @@
 mod common;
 
 use std::io::Cursor;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Response, Server, TempDir};
@@ -481,14 +480,8 @@ fn bad_configuration_is_refused_with_the_key() {
             .config()
             .replace(r#""max_alloc": 4194304,"#, &format!("{bad},"));
         let file = site.base.write("bad.json", conf);
-        let out = Command::new(common::osprey_bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&file)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{bad} accepted");
+        let (ok, err) = common::check_file(&file, &[]);
+        assert!(!ok, "{bad} accepted");
         assert!(
             err.contains(key) && err.contains("bad.json"),
             "{bad}: {err}"
@@ -498,14 +491,9 @@ fn bad_configuration_is_refused_with_the_key() {
         .config()
         .replace(&site.dir().display().to_string(), "/nonexistent/dir");
     let file = site.base.write("bad.json", conf);
-    let out = Command::new(common::osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("dir"));
+    let (ok, err) = common::check_file(&file, &[]);
+    assert!(!ok);
+    assert!(err.contains("dir"), "{err}");
 }
 
 /// The SDK promise the image filter relies on: `before_mode() == Worker` runs `before` on the

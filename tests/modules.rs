@@ -2,28 +2,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{module_lib, osprey_bin, Server, TempDir};
-
-/// Run `osprey -t` on a configuration; returns (success, stderr + stdout).
-fn check(config: &str, args: &[&str]) -> (bool, String) {
-    let dir = TempDir::new("mod");
-    let conf = dir.write("c.json", config);
-    let out = Command::new(osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    (out.status.success(), text)
-}
+use common::{check_config, module_lib, Server};
 
 #[test]
 fn loads_by_path_and_by_flag() {
@@ -32,9 +11,9 @@ fn loads_by_path_and_by_flag() {
         r#"{{"load": [{{"so": "{}"}}], "routing": [{{"prefix": "/h", "handler": "hello"}}]}}"#,
         hello.display()
     );
-    let (ok, text) = check(&config, &[]);
+    let (ok, text) = check_config(&config, &[]);
     assert!(ok, "{text}");
-    let (ok, text) = check(
+    let (ok, text) = check_config(
         r#"{"routing": [{"prefix": "/h", "handler": "hello"}]}"#,
         &["-M", hello.to_str().unwrap()],
     );
@@ -43,7 +22,7 @@ fn loads_by_path_and_by_flag() {
 
 #[test]
 fn missing_library_is_one_clear_line() {
-    let (ok, text) = check(r#"{"load": [{"so": "/nonexistent/libx.so"}]}"#, &[]);
+    let (ok, text) = check_config(r#"{"load": [{"so": "/nonexistent/libx.so"}]}"#, &[]);
     assert!(!ok);
     assert_eq!(text.trim().lines().count(), 1, "{text}");
     assert!(
@@ -55,7 +34,7 @@ fn missing_library_is_one_clear_line() {
 #[test]
 fn library_without_export_is_refused() {
     let lib = module_lib("not_a_module");
-    let (ok, text) = check(
+    let (ok, text) = check_config(
         &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
         &[],
     );
@@ -70,7 +49,7 @@ fn library_without_export_is_refused() {
 #[test]
 fn abi_mismatch_is_refused_before_any_module_code_runs() {
     let lib = module_lib("abi_mismatch");
-    let (ok, text) = check(
+    let (ok, text) = check_config(
         &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
         &[],
     );
@@ -84,7 +63,7 @@ fn abi_mismatch_is_refused_before_any_module_code_runs() {
 
 #[test]
 fn unknown_handler_names_the_route_and_known_types() {
-    let (ok, text) = check("{\"load\": [{\"so\": \"hello\"}],\n \"routing\": [\n  {\"prefix\": \"/x\", \"handler\": \"helo\"}]}", &[]);
+    let (ok, text) = check_config("{\"load\": [{\"so\": \"hello\"}],\n \"routing\": [\n  {\"prefix\": \"/x\", \"handler\": \"helo\"}]}", &[]);
     assert!(!ok);
     assert!(text.contains(":3: key `routing[0]`"), "{text}");
     assert!(
@@ -95,7 +74,7 @@ fn unknown_handler_names_the_route_and_known_types() {
 
 #[test]
 fn module_rejects_unknown_route_keys_with_file_line() {
-    let (ok, text) = check("{\"load\": [{\"so\": \"testkit\"}],\n\"routing\": [{\"prefix\": \"/x\",\n \"handler\": \"text\",\n \"txet\": \"typo\"}]}", &[]);
+    let (ok, text) = check_config("{\"load\": [{\"so\": \"testkit\"}],\n\"routing\": [{\"prefix\": \"/x\",\n \"handler\": \"text\",\n \"txet\": \"typo\"}]}", &[]);
     assert!(!ok);
     assert!(text.contains("c.json:4"), "{text}");
     assert!(text.contains("unknown key `txet`"), "{text}");
@@ -104,7 +83,7 @@ fn module_rejects_unknown_route_keys_with_file_line() {
 #[test]
 fn same_library_twice_is_loaded_once() {
     let hello = module_lib("hello");
-    let (ok, text) = check(
+    let (ok, text) = check_config(
         r#"{"load": [{"so": "hello"}]}"#,
         &["-M", hello.to_str().unwrap()],
     );
@@ -141,7 +120,7 @@ fn panicking_handler_is_500_and_the_server_keeps_serving() {
 #[test]
 fn lifecycle_hooks_and_module_config_reach_modules() {
     // modules.<name> for a module that is not loaded is an error naming the key.
-    let (ok, text) = check(
+    let (ok, text) = check_config(
         "{\"load\": [{\"so\": \"hello\"}],\n\"modules\": {\n \"nosuch\": {}}}",
         &[],
     );

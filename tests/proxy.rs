@@ -6,7 +6,6 @@ mod upstream;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -549,14 +548,9 @@ fn configuration_errors_are_located() {
     let dir = common::TempDir::new("proxy-conf");
     let check = |text: &str| {
         let path = dir.write("c.json", text);
-        let out = Command::new(common::osprey_bin())
-            .arg("-t")
-            .arg("-c")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "accepted: {text}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        let (ok, err) = common::check_file(&path, &[]);
+        assert!(!ok, "accepted: {text}");
+        err
     };
     let e = check(
         "{\"load\": [{\"so\": \"proxy\"}],\n \"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\"}},\n \"routing\": [\n  {\"prefix\": \"/\", \"handler\": \"http_proxy\",\n   \"backend\": \"nope\"}]}",

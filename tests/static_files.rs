@@ -500,24 +500,13 @@ fn bad_route_config_is_refused_with_key_and_line() {
         "bad.json",
         "{\n\"load\": [{\"so\": \"static\"}],\n\"routing\": [\n{\"handler\": \"sendfile\", \"dir\": \"www\",\n \"memcahce\": true}\n]\n}\n",
     );
-    let out = Command::new(common::osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (ok, err) = common::check_file(&conf, &[]);
+    assert!(!ok);
     assert!(err.contains("memcahce") && err.contains(":5"), "{err}");
     std::fs::write(&conf, "{\"load\": [{\"so\": \"static\"}],\n\"routing\": [{\"handler\": \"static\", \"dir\": \"w\", \"cache_ttl\": -3}]}").unwrap();
-    let out = Command::new(common::osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cache_ttl"));
+    let (ok, err) = common::check_file(&conf, &[]);
+    assert!(!ok);
+    assert!(err.contains("cache_ttl"), "{err}");
 }
 
 #[test]

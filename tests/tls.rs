@@ -7,7 +7,7 @@ mod tlskit;
 use std::io::Write;
 use std::process::Command;
 
-use common::{osprey_bin, Response, TempDir};
+use common::{check_config, osprey_bin, Response, TempDir};
 use tlskit::{client, first_pem, s_client, start_tls, tls_raw, Cert};
 
 const CONFIG: &str = r#"{
@@ -301,22 +301,6 @@ fn files_over_tls_arrive_whole() {
         std::fs::read(&out).unwrap() == data,
         "file body over h2 differs"
     );
-}
-
-fn check_config(config: &str, args: &[&str]) -> (bool, String) {
-    let dir = TempDir::new("check");
-    let conf = dir.write("osprey.json", config);
-    let out = Command::new(osprey_bin())
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout),
-    )
 }
 
 #[test]

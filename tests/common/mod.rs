@@ -349,6 +349,26 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Run `osprey -t -c path` (plus `args`): (success, stderr then stdout).
+pub fn check_file(path: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(osprey_bin())
+        .arg("-t")
+        .arg("-c")
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("osprey runs");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    (out.status.success(), text)
+}
+
+/// `check_file` on configuration text, written to a temporary `c.json`.
+pub fn check_config(config: &str, args: &[&str]) -> (bool, String) {
+    let dir = TempDir::new("check");
+    check_file(&dir.write("c.json", config), args)
+}
+
 /// Run curl with arguments; returns (exit ok, stdout).
 pub fn curl(args: &[&str]) -> (bool, String) {
     let out = Command::new("curl")
