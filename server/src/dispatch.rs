@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
+use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RString, RVec};
 use osprey_sdk::{Header, HeaderPair, Mode, Outcome, Reply, Request, Response, Step};
 
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
+use crate::router::Route;
 use crate::server::Shared;
 
 /// Where a request's body is.
@@ -145,23 +147,41 @@ impl Drop for Pending<'_> {
 const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
 const WAIT_ROUNDS: u32 = 120;
 
+/// The route a request is being tried on, and the connection it came on.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    shared: &'a Arc<Shared>,
+    peer: &'a Arc<Peer>,
+    /// The route's index in the router.
+    index: usize,
+    /// Where the path info starts in the path.
+    info_start: usize,
+}
+
+impl<'a> Site<'a> {
+    fn route(&self) -> &'a Route {
+        self.shared.router.route(self.index)
+    }
+
+    /// Run `f` on the request view as this route sees it.
+    fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
+        ex.with_request(self.peer, self.route().prefix(), self.info_start, f)
+    }
+}
+
 /// Run one filter's `before` (on the worker pool when it asks, waiting while it answers
 /// `Wait`); after `Continue`, collect the request headers it sets. `Err`: the pool was full
 /// and the exchange now carries a 503.
 async fn before_step(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
+    site: Site<'_>,
     mut ex: Exchange,
-    index: usize,
-    info_start: usize,
     filter: usize,
     key: &str,
 ) -> Option<Result<(Exchange, Step), Exchange>> {
-    let route = shared.router.route(index);
-    let f = &route.filters[filter];
+    let f = &site.route().filters[filter];
     for _ in 0..WAIT_ROUNDS {
         let step;
-        (ex, step) = match run_before(shared, peer, ex, index, info_start, filter, key).await? {
+        (ex, step) = match run_before(site, ex, filter, key).await? {
             Ok(result) => result,
             Err(busy) => return Some(Err(busy)),
         };
@@ -174,7 +194,7 @@ async fn before_step(
         }
     }
     let mut set = RVec::new();
-    ex.with_request(peer, route.prefix(), info_start, |req, _| {
+    site.view(&mut ex, |req, _| {
         f.request_headers(req, RStr::from_str(key), &mut set)
     });
     ex.extra.extend(set);
@@ -200,7 +220,13 @@ pub async fn dispatch(
             .collect()
     };
     for (index, info_start) in candidates {
-        let route = shared.router.route(index);
+        let site = Site {
+            shared,
+            peer,
+            index,
+            info_start,
+        };
+        let route = site.route();
         if !route.allows(ex.method()) {
             allowed.extend(route.methods().iter().cloned());
             continue;
@@ -208,7 +234,7 @@ pub async fn dispatch(
         let key = if route.filters.is_empty() {
             String::new()
         } else {
-            cache_key(shared, peer, &mut ex, index, info_start)
+            cache_key(site, &mut ex)
         };
         // Filters before the handler; one may answer (a cache hit) or ask to wait.
         let mut answered_by = None;
@@ -220,7 +246,7 @@ pub async fn dispatch(
         ex.extra.clear();
         for i in 0..route.filters.len() {
             let step;
-            (ex, step) = match before_step(shared, peer, ex, index, info_start, i, &key).await? {
+            (ex, step) = match before_step(site, ex, i, &key).await? {
                 Ok(result) => result,
                 // The pool was full; `pending` tells the filters that ran.
                 Err(busy) => return Some(busy),
@@ -235,7 +261,7 @@ pub async fn dispatch(
             Some(i) => i,
             None => {
                 let answer;
-                (ex, answer) = run_handler(shared, peer, ex, index, info_start).await?;
+                (ex, answer) = run_handler(site, ex).await?;
                 // Filters' request headers were for the handler; `after` sees the client's.
                 ex.extra.clear();
                 match answer {
@@ -256,7 +282,7 @@ pub async fn dispatch(
         };
         for i in (0..after_from).rev() {
             pending.count = i;
-            ex = run_after(shared, peer, ex, index, info_start, i, &key).await?;
+            ex = run_after(site, ex, i, &key).await?;
             if ex.is_lost() {
                 break;
             }
@@ -276,67 +302,47 @@ pub async fn dispatch(
 }
 
 /// `host|scheme|uri`, then each filter's variant.
-fn cache_key(
-    shared: &Shared,
-    peer: &Peer,
-    ex: &mut Exchange,
-    index: usize,
-    info_start: usize,
-) -> String {
-    let route = shared.router.route(index);
+fn cache_key(site: Site<'_>, ex: &mut Exchange) -> String {
     let buf = &ex.buf;
     let mut key = RString::from(format!(
         "{}|{}|{}",
         ex.head.host(buf),
-        if peer.secure { "https" } else { "http" },
+        if site.peer.secure { "https" } else { "http" },
         ex.head.uri.str(buf)
     ));
-    for filter in &route.filters {
-        ex.with_request(peer, route.prefix(), info_start, |req, _| {
-            filter.cache_key(req, &mut key)
-        });
+    for filter in &site.route().filters {
+        site.view(ex, |req, _| filter.cache_key(req, &mut key));
     }
     key.into_string()
 }
 
-async fn run_handler(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
-    mut ex: Exchange,
-    index: usize,
-    info_start: usize,
-) -> Option<(Exchange, Answer)> {
-    let route = shared.router.route(index);
-    if route.mode == Mode::Worker {
-        let answered = on_pool(
-            shared,
-            peer,
-            ex,
-            index,
-            info_start,
-            |route, req, resp| match route.handler.handle(req, resp) {
-                Outcome::Done => Answer::Done,
-                Outcome::Next => Answer::Next,
-                Outcome::Error(s) => Answer::Error(s),
-                Outcome::Later(_) => {
-                    tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
-                    Answer::Error(500)
-                }
-            },
-        );
+/// A handler's answer, or the future that will give it.
+fn settled(outcome: Outcome) -> Result<Answer, LocalFfiFuture<Reply>> {
+    match outcome {
+        Outcome::Done => Ok(Answer::Done),
+        Outcome::Next => Ok(Answer::Next),
+        Outcome::Error(s) => Ok(Answer::Error(s)),
+        Outcome::Later(future) => Err(future),
+    }
+}
+
+async fn run_handler(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, Answer)> {
+    if site.route().mode == Mode::Worker {
+        let answered = on_pool(site, ex, |route, req, resp| {
+            settled(route.handler.handle(req, resp)).unwrap_or_else(|_| {
+                tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
+                Answer::Error(500)
+            })
+        });
         return match answered.await? {
             Ok(result) => Some(result),
             Err(busy) => Some((busy, Answer::Busy)),
         };
     }
-    let outcome = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-        route.handler.handle(req, resp)
-    });
-    let answer = match outcome {
-        Outcome::Done => Answer::Done,
-        Outcome::Next => Answer::Next,
-        Outcome::Error(s) => Answer::Error(s),
-        Outcome::Later(future) => match future.await {
+    let outcome = site.view(&mut ex, |req, resp| site.route().handler.handle(req, resp));
+    let answer = match settled(outcome) {
+        Ok(answer) => answer,
+        Err(future) => match future.await {
             Reply::Done(resp) => {
                 ex.resp = resp;
                 Answer::Done
@@ -363,66 +369,37 @@ fn lost(head: Box<Head>, status: u16) -> Exchange {
 /// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
 /// `Err` carries the final 503 answer of a busy pool (the request's bytes are gone).
 async fn run_before(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
+    site: Site<'_>,
     mut ex: Exchange,
-    index: usize,
-    info_start: usize,
     filter: usize,
     key: &str,
 ) -> Option<Result<(Exchange, Step), Exchange>> {
-    let route = shared.router.route(index);
-    let f = &route.filters[filter];
-    let mode = ex.with_request(peer, route.prefix(), info_start, |req, _| {
-        f.before_mode(req, RStr::from_str(key))
-    });
+    let f = &site.route().filters[filter];
+    let mode = site.view(&mut ex, |req, _| f.before_mode(req, RStr::from_str(key)));
     if mode == Mode::Inline {
-        let step = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
+        let step = site.view(&mut ex, |req, resp| {
             f.before(req, RStr::from_str(key), resp)
         });
         return Some(Ok((ex, step)));
     }
     let key = key.to_owned();
-    on_pool(
-        shared,
-        peer,
-        ex,
-        index,
-        info_start,
-        move |route, req, resp| route.filters[filter].before(req, RStr::from_str(&key), resp),
-    )
+    on_pool(site, ex, move |route, req, resp| {
+        route.filters[filter].before(req, RStr::from_str(&key), resp)
+    })
     .await
 }
 
-async fn run_after(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
-    mut ex: Exchange,
-    index: usize,
-    info_start: usize,
-    filter: usize,
-    key: &str,
-) -> Option<Exchange> {
-    let route = shared.router.route(index);
-    let f = &route.filters[filter];
-    let mode = ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-        f.after_mode(req, resp)
-    });
+async fn run_after(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Option<Exchange> {
+    let f = &site.route().filters[filter];
+    let mode = site.view(&mut ex, |req, resp| f.after_mode(req, resp));
     if mode == Mode::Inline {
-        ex.with_request(peer, route.prefix(), info_start, |req, resp| {
-            f.after(req, RStr::from_str(key), resp)
-        });
+        site.view(&mut ex, |req, resp| f.after(req, RStr::from_str(key), resp));
         return Some(ex);
     }
     let key = key.to_owned();
-    let done = on_pool(
-        shared,
-        peer,
-        ex,
-        index,
-        info_start,
-        move |route, req, resp| route.filters[filter].after(req, RStr::from_str(&key), resp),
-    );
+    let done = on_pool(site, ex, move |route, req, resp| {
+        route.filters[filter].after(req, RStr::from_str(&key), resp)
+    });
     match done.await? {
         Ok((ex, ())) => Some(ex),
         Err(busy) => Some(busy),
@@ -432,23 +409,21 @@ async fn run_after(
 /// Run `step` on the worker pool with the exchange moved there and back. `Err` carries a
 /// busy pool's 503 (only the head is left); `None`: the job failed and took the request.
 async fn on_pool<T: Send + 'static>(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
+    site: Site<'_>,
     mut ex: Exchange,
-    index: usize,
-    info_start: usize,
-    step: impl FnOnce(&crate::router::Route, &Request<'_>, &mut Response) -> T + Send + 'static,
+    step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
 ) -> Option<Result<(Exchange, T), Exchange>> {
-    let (shared2, peer2) = (shared.clone(), peer.clone());
+    let (shared, peer) = (site.shared.clone(), site.peer.clone());
+    let (index, info_start) = (site.index, site.info_start);
     let head = ex.head.clone();
     let job = move || {
-        let route = shared2.router.route(index);
-        let out = ex.with_request(&peer2, route.prefix(), info_start, |req, resp| {
+        let route = shared.router.route(index);
+        let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
             step(route, req, resp)
         });
         (ex, out)
     };
-    match shared.pool.run(job).await {
+    match site.shared.pool.run(job).await {
         Ok(result) => Some(Ok(result)),
         Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
         Err(crate::worker::PoolError::Failed) => None,
