@@ -56,15 +56,17 @@ impl Exchange {
         let head = &self.head;
         let extra = &self.extra;
         let replaced = |name: &str| extra.iter().any(|h| h.name.eq_ignore_ascii_case(name));
-        let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = head
-            .headers
-            .iter()
-            .map(|(n, v)| Header {
+        // Filled in place: collected, the array (4 KiB) would be copied on its way here.
+        let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = ArrayVec::new();
+        for (n, v) in head.headers.iter() {
+            let h = Header {
                 name: RStr::from_str(n.str(buf)),
                 value: RSlice::from_slice(v.get(buf)),
-            })
-            .filter(|h| extra.is_empty() || !replaced(&h.name))
-            .collect();
+            };
+            if extra.is_empty() || !replaced(&h.name) {
+                headers.push(h);
+            }
+        }
         for h in extra.iter().filter(|h| !h.value.is_empty()) {
             let _ = headers.try_push(Header {
                 name: RStr::from_str(&h.name),
@@ -201,25 +203,74 @@ async fn before_step(
     Some(Ok((ex, Step::Continue)))
 }
 
-/// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
-/// exchange was lost to a failed worker job (the connection must close).
-pub async fn dispatch(
-    shared: &Arc<Shared>,
-    peer: &Arc<Peer>,
-    mut ex: Exchange,
-) -> Option<Exchange> {
-    let mut allowed: Vec<String> = Vec::new();
-    let candidates: ArrayVec<(usize, usize), 32> = {
+/// Where routing a request stands: how far down the routes it went, and the methods of the
+/// routes that matched but for the method (for a 405's `Allow`). Routes are matched one at a
+/// time, as they are tried: the first usually answers.
+#[derive(Default)]
+pub struct Routing {
+    next: usize,
+    allowed: Vec<String>,
+}
+
+impl Routing {
+    /// The next route that takes this request, with where its path info starts.
+    fn next_route(
+        &mut self,
+        shared: &Shared,
+        peer: &Peer,
+        ex: &Exchange,
+    ) -> Option<(usize, usize)> {
         let buf = &ex.buf;
-        let path = ex.head.path(buf);
-        shared
-            .router
-            .candidates(path, ex.head.host(buf), peer.secure)
-            .take(32)
-            .map(|(i, _, info)| (i, path.len() - info.len()))
-            .collect()
-    };
-    for (index, info_start) in candidates {
+        let (path, host) = (ex.head.path(buf), ex.head.host(buf));
+        while let Some((index, route)) = shared.router.after(self.next) {
+            self.next = index + 1;
+            let Some((_, info)) = route.matches(path, host, peer.secure) else {
+                continue;
+            };
+            if route.allows(ex.method()) {
+                return Some((index, path.len() - info.len()));
+            }
+            self.allowed.extend(route.methods().iter().cloned());
+        }
+        None
+    }
+
+    /// No route answered: 404, or 405 when some route would have with another method.
+    fn not_found(mut self, ex: &mut Exchange) {
+        if self.allowed.is_empty() {
+            error_response(&mut ex.resp, 404, "");
+        } else {
+            self.allowed.sort();
+            self.allowed.dedup();
+            error_response(&mut ex.resp, 405, "");
+            ex.resp.header("Allow", self.allowed.join(", "));
+        }
+    }
+}
+
+/// A request that routing could not finish without waiting.
+pub struct Unfinished {
+    ex: Exchange,
+    routing: Routing,
+    /// The route to run in full (filters, worker pool), or the route whose handler answered
+    /// `Later` with this future.
+    at: (usize, usize),
+    later: Option<LocalFfiFuture<Reply>>,
+}
+
+/// Routing done as far as it goes without waiting.
+pub enum Routed {
+    /// Answered: the response is in `ex.resp`.
+    Done(Exchange),
+    /// A filter, a worker handler or an asynchronous answer is next: see [`finish`].
+    Unfinished(Box<Unfinished>),
+}
+
+/// Route the request in `ex` as far as inline handlers without filters take it: the common
+/// case (a fixed answer, a cached file) costs no future, no allocation and no wait.
+pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) -> Routed {
+    let mut routing = Routing::default();
+    while let Some((index, info_start)) = routing.next_route(shared, peer, &ex) {
         let site = Site {
             shared,
             peer,
@@ -227,78 +278,148 @@ pub async fn dispatch(
             info_start,
         };
         let route = site.route();
-        if !route.allows(ex.method()) {
-            allowed.extend(route.methods().iter().cloned());
-            continue;
+        if !route.filters.is_empty() || route.mode == Mode::Worker {
+            let at = (index, info_start);
+            return Routed::Unfinished(Box::new(Unfinished {
+                ex,
+                routing,
+                at,
+                later: None,
+            }));
         }
-        let key = if route.filters.is_empty() {
-            String::new()
-        } else {
-            cache_key(site, &mut ex)
-        };
-        // Filters before the handler; one may answer (a cache hit) or ask to wait.
-        let mut answered_by = None;
-        let mut pending = Pending {
-            filters: &route.filters,
-            key: &key,
-            count: 0,
-        };
-        ex.extra.clear();
-        for i in 0..route.filters.len() {
-            let step;
-            (ex, step) = match before_step(site, ex, i, &key).await? {
-                Ok(result) => result,
-                // The pool was full; `pending` tells the filters that ran.
-                Err(busy) => return Some(busy),
-            };
-            if step == Step::Respond {
-                answered_by = Some(i);
-                break;
+        let outcome = site.view(&mut ex, |req, resp| route.handler.handle(req, resp));
+        match outcome {
+            Outcome::Done => {}
+            Outcome::Next => {
+                ex.resp.clear();
+                continue;
             }
-            pending.count = i + 1;
+            Outcome::Error(status) => error_response(&mut ex.resp, status, ""),
+            Outcome::Later(future) => {
+                let at = (index, info_start);
+                return Routed::Unfinished(Box::new(Unfinished {
+                    ex,
+                    routing,
+                    at,
+                    later: Some(future),
+                }));
+            }
         }
-        let after_from = match answered_by {
-            Some(i) => i,
-            None => {
-                let answer;
-                (ex, answer) = run_handler(site, ex).await?;
-                // Filters' request headers were for the handler; `after` sees the client's.
-                ex.extra.clear();
-                match answer {
-                    Answer::Done => route.filters.len(),
-                    Answer::Next => {
-                        ex.resp.clear();
-                        continue;
-                    }
-                    // Filters see error pages too: a cache may answer with a stale entry.
-                    Answer::Error(status) => {
-                        crate::stats::count_module(route.stat);
-                        error_response(&mut ex.resp, status, "");
-                        route.filters.len()
-                    }
-                    Answer::Busy => return Some(ex),
-                }
-            }
-        };
-        for i in (0..after_from).rev() {
-            pending.count = i;
-            ex = run_after(site, ex, i, &key).await?;
-            if ex.is_lost() {
-                break;
-            }
+        crate::stats::count_module(route.stat);
+        return Routed::Done(ex);
+    }
+    routing.not_found(&mut ex);
+    Routed::Done(ex)
+}
+
+/// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
+/// exchange was lost to a failed worker job (the connection must close).
+pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Option<Exchange> {
+    match dispatch_now(shared, peer, ex) {
+        Routed::Done(ex) => Some(ex),
+        Routed::Unfinished(rest) => finish(shared, peer, *rest).await,
+    }
+}
+
+/// Finish routing what [`dispatch_now`] left: await an asynchronous answer, or run the route
+/// in full, then go on down the routes.
+pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Option<Exchange> {
+    let Unfinished {
+        mut ex,
+        mut routing,
+        at,
+        later,
+    } = rest;
+    let mut next = Some(at);
+    if let Some(future) = later {
+        let route = shared.router.route(at.0);
+        match future.await {
+            Reply::Done(resp) => ex.resp = resp,
+            Reply::Error(status) => error_response(&mut ex.resp, status, ""),
         }
         crate::stats::count_module(route.stat);
         return Some(ex);
     }
-    if allowed.is_empty() {
-        error_response(&mut ex.resp, 404, "");
-    } else {
-        allowed.sort();
-        allowed.dedup();
-        error_response(&mut ex.resp, 405, "");
-        ex.resp.header("Allow", allowed.join(", "));
+    while let Some((index, info_start)) = next.take() {
+        let site = Site {
+            shared,
+            peer,
+            index,
+            info_start,
+        };
+        let answered;
+        (ex, answered) = run_route(site, ex).await?;
+        if answered {
+            return Some(ex);
+        }
+        next = routing.next_route(shared, peer, &ex);
     }
+    routing.not_found(&mut ex);
     Some(ex)
+}
+
+/// One route in full: filters before, the handler (inline, on the pool, or asynchronous),
+/// filters after. `false`: the handler declined.
+async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)> {
+    let route = site.route();
+    let key = if route.filters.is_empty() {
+        String::new()
+    } else {
+        cache_key(site, &mut ex)
+    };
+    // Filters before the handler; one may answer (a cache hit) or ask to wait.
+    let mut answered_by = None;
+    let mut pending = Pending {
+        filters: &route.filters,
+        key: &key,
+        count: 0,
+    };
+    ex.extra.clear();
+    for i in 0..route.filters.len() {
+        let step;
+        (ex, step) = match before_step(site, ex, i, &key).await? {
+            Ok(result) => result,
+            // The pool was full; `pending` tells the filters that ran.
+            Err(busy) => return Some((busy, true)),
+        };
+        if step == Step::Respond {
+            answered_by = Some(i);
+            break;
+        }
+        pending.count = i + 1;
+    }
+    let after_from = match answered_by {
+        Some(i) => i,
+        None => {
+            let answer;
+            (ex, answer) = run_handler(site, ex).await?;
+            // Filters' request headers were for the handler; `after` sees the client's.
+            ex.extra.clear();
+            match answer {
+                Answer::Done => route.filters.len(),
+                Answer::Next => {
+                    ex.resp.clear();
+                    return Some((ex, false));
+                }
+                // Filters see error pages too: a cache may answer with a stale entry.
+                Answer::Error(status) => {
+                    crate::stats::count_module(route.stat);
+                    error_response(&mut ex.resp, status, "");
+                    route.filters.len()
+                }
+                Answer::Busy => return Some((ex, true)),
+            }
+        }
+    };
+    for i in (0..after_from).rev() {
+        pending.count = i;
+        ex = run_after(site, ex, i, &key).await?;
+        if ex.is_lost() {
+            break;
+        }
+    }
+    crate::stats::count_module(route.stat);
+    Some((ex, true))
 }
 
 /// `host|scheme|uri`, then each filter's variant.

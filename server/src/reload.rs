@@ -7,6 +7,7 @@
 //! no request. Listeners, `workers` and module sections (`modules.<name>`) stay as they were
 //! at start: changing them needs a restart, and a reload that changes them says so in the log.
 
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -18,15 +19,20 @@ use crate::modules::Registry;
 use crate::server::Shared;
 
 static LIVE: OnceLock<ArcSwap<Shared>> = OnceLock::new();
+/// The address of the `Shared` in `LIVE`: comparing it with a connection's own is the whole
+/// per-request check. (No ABA: the connection's `Arc` keeps its address from being reused.)
+static LIVE_ADDRESS: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Make `shared` the configuration new requests use.
 pub fn publish(shared: Arc<Shared>) {
+    let address = Arc::as_ptr(&shared).cast_mut();
     match LIVE.get() {
         Some(live) => live.store(shared),
         None => {
             let _ = LIVE.set(ArcSwap::new(shared));
         }
     }
+    LIVE_ADDRESS.store(address, Ordering::Release);
 }
 
 /// The configuration new requests use.
@@ -38,6 +44,10 @@ pub fn current() -> Option<Arc<Shared>> {
 /// nothing changed).
 #[inline]
 pub fn refresh(shared: &mut Arc<Shared>) {
+    let live_address = LIVE_ADDRESS.load(Ordering::Acquire);
+    if live_address.is_null() || std::ptr::eq(live_address, Arc::as_ptr(shared)) {
+        return;
+    }
     if let Some(live) = LIVE.get() {
         let guard = live.load();
         if !Arc::ptr_eq(&guard, shared) {

@@ -139,6 +139,11 @@ impl Router {
         &self.routes[index]
     }
 
+    /// The first route at or after `index`, in order.
+    pub fn after(&self, index: usize) -> Option<(usize, &Route)> {
+        self.routes.get(index).map(|r| (index, r))
+    }
+
     /// Routes whose prefix, host and scheme match, in order, with their index, prefix and
     /// path info.
     pub fn candidates<'r, 'p>(

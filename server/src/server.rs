@@ -122,16 +122,14 @@ pub fn run(
                 if cpu_affinity {
                     pin_to_core(index);
                 }
+                // A local runtime: connection tasks are spawned on this thread and never
+                // leave it (no LocalSet layer between them and the scheduler).
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .max_blocking_threads(blocking_threads)
-                    .build()
+                    .build_local(tokio::runtime::LocalOptions::default())
                     .expect("a tokio runtime");
-                let local = tokio::task::LocalSet::new();
-                local.block_on(
-                    &runtime,
-                    network_thread(index, listeners, shared, stop, registry),
-                );
+                runtime.block_on(network_thread(index, listeners, shared, stop, registry));
             })
             .map_err(|e| format!("cannot start a network thread: {e}"))?;
         threads.push(thread);
@@ -189,12 +187,17 @@ async fn network_thread(
     registry: &'static Registry,
 ) {
     registry.lifecycle(Lifecycle::ThreadStart(index as u32));
+    crate::conn::wait::set_stop_signal(stop.clone());
     let load = Rc::new(Load::default());
+    let mut accepting = Vec::new();
     for (i, l) in listeners.into_iter().enumerate() {
         let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
-        let (shared, stop, load) = (shared.clone(), stop.clone(), load.clone());
-        tokio::task::spawn_local(accept_loop(listener, i, l.tls, shared, stop, load));
+        let (shared, load) = (shared.clone(), load.clone());
+        accepting.push(tokio::task::spawn_local(accept_loop(
+            listener, i, l.tls, shared, load,
+        )));
     }
+    let sweeping = tokio::task::spawn_local(crate::conn::wait::sweep());
     tokio::task::spawn_local(async {
         let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
         loop {
@@ -203,7 +206,10 @@ async fn network_thread(
         }
     });
     let _ = stop.changed().await;
-    // Let in-flight requests finish, up to the shutdown timeout.
+    // Stop accepting; connections waiting between requests close, the others finish their
+    // request first (up to the shutdown timeout).
+    accepting.iter().for_each(tokio::task::JoinHandle::abort);
+    crate::conn::wait::stop();
     let mut shared = shared;
     crate::reload::refresh(&mut shared);
     let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
@@ -219,6 +225,7 @@ async fn network_thread(
             break;
         }
     }
+    sweeping.abort();
     crate::access_log::flush_thread();
     registry.lifecycle(Lifecycle::ThreadStop(index as u32));
 }
@@ -228,7 +235,6 @@ async fn accept_loop(
     index: usize,
     bound_tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
     load: Rc<Load>,
 ) {
     let mut shared = shared;
@@ -237,19 +243,11 @@ async fn accept_loop(
         let max = shared.config.limits.max_connections.max(1);
         // At the limit, new connections wait in the listen backlog.
         while load.active.get() >= max {
-            let freed = load.freed.notified();
-            tokio::select! {
-                _ = freed => {}
-                _ = stop.changed() => return,
-            }
+            load.freed.notified().await;
         }
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.changed() => return,
-        };
-        match accepted {
+        match listener.accept().await {
             Ok((stream, addr)) => {
-                let _ = stream.set_nodelay(true);
+                // TCP_NODELAY comes from the listening socket (see `net::bind`).
                 load.active.set(load.active.get() + 1);
                 let counted = Counted(load.clone());
                 // Certificates as of the latest reload; the listener's own when that
@@ -257,10 +255,9 @@ async fn accept_loop(
                 let tls = bound_tls
                     .as_ref()
                     .map(|bound| shared.tls.get(index).unwrap_or_else(|| bound.clone()));
-                let (shared, stop) = (shared.clone(), stop.clone());
+                let shared = shared.clone();
                 tokio::task::spawn_local(async move {
-                    crate::net::serve_connection(stream, format_addr(addr), tls, shared, stop)
-                        .await;
+                    crate::net::serve_connection(stream, format_addr(addr), tls, shared).await;
                     drop(counted);
                 });
             }

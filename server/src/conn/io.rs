@@ -3,17 +3,30 @@
 
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
+use std::task::{Context, Poll};
 
 use osprey_sdk::OpenFile;
 use tokio::net::TcpStream;
 
 pub trait Io {
-    /// Wait until a read would make progress (no buffer is held while waiting).
-    async fn readable(&mut self) -> io::Result<()>;
+    /// Whether a read would make progress; if not, `cx` is woken when it would. Waiting this
+    /// way holds no buffer and no future state.
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Wait until a read would make progress.
+    async fn readable(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_readable(cx)).await
+    }
 
     /// Read what is available into `buf`'s spare capacity. `Ok(0)` is end of stream;
     /// `WouldBlock` means wait for `readable` again.
     fn try_read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+
+    /// Write what the transport takes now of `bufs`, in order, without waiting; `WouldBlock`
+    /// when it takes nothing. The default takes nothing: callers then use `write_all`.
+    fn try_write(&mut self, _bufs: &[&[u8]]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
 
     /// Write all of `bufs`, in order, in as few system calls as possible.
     async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()>;
@@ -24,6 +37,48 @@ pub trait Io {
     /// Close after a final response: stop writing, then read and discard for a moment, so that
     /// unread request bytes do not make the kernel reset the connection and lose the response.
     async fn close(&mut self);
+
+    /// Close after a final response when the client has sent all it will (it asked for the
+    /// close and every byte it sent was read): no lingering. The socket closes when dropped.
+    async fn close_now(&mut self) {}
+}
+
+/// Slices of `bufs` from `index`/`offset` on, at most 8, for one vectored write.
+fn slices<'a>(
+    bufs: &[&'a [u8]],
+    index: usize,
+    offset: usize,
+) -> arrayvec::ArrayVec<IoSlice<'a>, 8> {
+    bufs[index..]
+        .iter()
+        .take(8)
+        .enumerate()
+        .map(|(i, b)| IoSlice::new(if i == 0 { &b[offset..] } else { b }))
+        .collect()
+}
+
+/// One write of `bufs` from `index`/`offset` on: send(2) for a single slice (cheaper in the
+/// kernel than writev), else writev(2).
+fn write_once(tcp: &TcpStream, bufs: &[&[u8]], index: usize, offset: usize) -> io::Result<usize> {
+    if index + 1 == bufs.len() {
+        TcpStream::try_write(tcp, &bufs[index][offset..])
+    } else {
+        tcp.try_write_vectored(&slices(bufs, index, offset))
+    }
+}
+
+/// Move `index`/`offset` past `written` bytes of `bufs` (and past empty slices).
+fn advance(bufs: &[&[u8]], index: &mut usize, offset: &mut usize, mut written: usize) {
+    while *index < bufs.len() {
+        let rest = bufs[*index].len() - *offset;
+        if written < rest {
+            *offset += written;
+            return;
+        }
+        written -= rest;
+        *index += 1;
+        *offset = 0;
+    }
 }
 
 /// Lingering close: how long and how much to drain.
@@ -31,8 +86,8 @@ const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
 
 impl Io for TcpStream {
-    async fn readable(&mut self) -> io::Result<()> {
-        TcpStream::readable(self).await
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_read_ready(cx)
     }
 
     fn try_read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -52,40 +107,33 @@ impl Io for TcpStream {
         Ok(n)
     }
 
-    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
-        let mut index = 0;
-        let mut offset = 0;
+    fn try_write(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        let mut written = 0;
+        let (mut index, mut offset) = (0, 0);
+        advance(bufs, &mut index, &mut offset, 0);
         while index < bufs.len() {
-            let slices: arrayvec::ArrayVec<IoSlice, 8> = bufs[index..]
-                .iter()
-                .take(8)
-                .enumerate()
-                .map(|(i, b)| IoSlice::new(if i == 0 { &b[offset..] } else { b }))
-                .collect();
-            let written = match self.try_write_vectored(&slices) {
+            match write_once(self, bufs, index, offset) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.writable().await?;
-                    continue;
+                Ok(n) => {
+                    written += n;
+                    advance(bufs, &mut index, &mut offset, n);
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && written > 0 => break,
                 Err(e) => return Err(e),
-            };
-            let mut left = written;
-            while left > 0 && index < bufs.len() {
-                let rest = bufs[index].len() - offset;
-                if left >= rest {
-                    left -= rest;
-                    index += 1;
-                    offset = 0;
-                } else {
-                    offset += left;
-                    left = 0;
-                }
             }
-            while index < bufs.len() && bufs[index].len() == offset {
-                index += 1;
-                offset = 0;
+        }
+        Ok(written)
+    }
+
+    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        let (mut index, mut offset) = (0, 0);
+        advance(bufs, &mut index, &mut offset, 0);
+        while index < bufs.len() {
+            match write_once(self, bufs, index, offset) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => advance(bufs, &mut index, &mut offset, n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
+                Err(e) => return Err(e),
             }
         }
         Ok(())

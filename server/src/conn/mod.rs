@@ -1,47 +1,65 @@
 //! A connection's life: read a head, read its body, dispatch, respond; keep-alive and
 //! pipelining; timeouts; protocol errors answered with a status and a close.
+//!
+//! The common request (no body, an inline handler, a response in memory) is served by plain
+//! function calls between two waits for the socket; anything that has to wait (a body, a
+//! filter, the worker pool, a file, a slow reader) continues in a boxed future, so an idle
+//! connection's task stays small.
 
 mod body;
 pub mod io;
 mod pool;
 mod respond;
 mod tunnel;
+pub mod wait;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::dispatch::{dispatch, error_response, Exchange, Peer};
-use crate::http::parse::{parse, BodyFraming, Head};
+use crate::dispatch::Unfinished;
+use crate::dispatch::{dispatch_now, error_response, finish, BodyLoc, Exchange, Peer, Routed};
+use crate::http::parse::{parse_into, BodyFraming, Head, Span};
 use crate::http::HttpError;
 use crate::server::Shared;
 use crate::stats::{ConnStats, State};
 use io::Io;
+use respond::{Sent, Started};
+use wait::{Deadline, Ended};
 
 /// Pending pipelined output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// Serve one connection until it closes.
-pub async fn serve<I: Io>(
-    mut io: I,
-    peer: Arc<Peer>,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
-) {
+/// The HTTP/2 client preface: a cleartext connection that opens with it speaks h2c.
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How a connection's HTTP/1 service ended.
+pub enum Served<I> {
+    Closed,
+    /// It opened with the HTTP/2 preface (h2c by prior knowledge): the transport, and the
+    /// bytes already read from it.
+    Http2(I, Vec<u8>),
+}
+
+/// Serve one connection until it closes. `h2c`: look for the HTTP/2 preface first.
+pub async fn serve<I: Io>(mut io: I, peer: Arc<Peer>, shared: Arc<Shared>, h2c: bool) -> Served<I> {
     let mut conn = Conn {
         buf: Vec::new(),
         out: Vec::new(),
         served: 0,
         stats: ConnStats::accepted(),
+        deadline: Deadline::new(),
     };
-    let result = conn.run(&mut io, &peer, &shared, &mut stop).await;
-    if let Err(e) = result {
-        tracing::debug!(peer = %peer.remote, "connection ended: {e}");
+    let result = conn.run(&mut io, &peer, &shared, h2c).await;
+    pool::give_buffer(std::mem::take(&mut conn.out));
+    match result {
+        Ok(true) => return Served::Http2(io, std::mem::take(&mut conn.buf)),
+        Ok(false) => {}
+        Err(e) => tracing::debug!(peer = %peer.remote, "connection ended: {e}"),
     }
     pool::give_buffer(std::mem::take(&mut conn.buf));
-    pool::give_buffer(std::mem::take(&mut conn.out));
+    Served::Closed
 }
 
 struct Conn {
@@ -51,6 +69,8 @@ struct Conn {
     out: Vec<u8>,
     served: u64,
     stats: ConnStats,
+    /// Header and keep-alive timeouts, and the stop signal, while waiting for the client.
+    deadline: Deadline,
 }
 
 /// Why reading a head stopped.
@@ -59,71 +79,141 @@ enum HeadError {
     Closed,
     /// Protocol error: answer it, then close.
     Http(HttpError),
+    /// The HTTP/2 preface.
+    Http2,
+}
+
+/// What a request needs to remember on its way through.
+struct Flight {
+    minor: u8,
+    is_head: bool,
+    /// Keep the connection open after this response (the client may, and the server will).
+    keep_alive: bool,
+    /// The client asked to close: with nothing unread, no lingering is needed.
+    client_close: bool,
+    /// Bytes of the buffer this request used (head and body).
+    used: usize,
+    /// When the request started, for the access log.
+    started: Option<Instant>,
+}
+
+/// Where a request stands; each step but the last two may have to wait.
+enum Step {
+    Dispatching(Box<Unfinished>, Flight),
+    Sending(Exchange, Started, Flight),
+    /// A worker job failed and took the request with it: 500, close.
+    Lost(Flight),
+    /// Answered; flush if asked (nothing else is buffered), then read the next request.
+    KeepAlive {
+        flush: bool,
+    },
+    /// Answered; flush and close (lingering unless the client asked for the close).
+    Close {
+        linger: bool,
+    },
+    /// After a 101: the connection belongs to this tunnel.
+    Upgrade(osprey_sdk::TunnelBox),
 }
 
 impl Conn {
+    /// Returns whether the connection turned out to be HTTP/2.
     async fn run<I: Io>(
         &mut self,
         io: &mut I,
         peer: &Arc<Peer>,
         shared: &Arc<Shared>,
-        stop: &mut watch::Receiver<bool>,
-    ) -> std::io::Result<()> {
+        h2c: bool,
+    ) -> std::io::Result<bool> {
         let mut shared = shared.clone();
         loop {
-            let head = match self.read_head(io, &shared, stop).await {
-                Ok(head) => head,
-                // read_head flushed pending output before it waited.
-                Err(HeadError::Closed) => return Ok(()),
-                Err(HeadError::Http(e)) => {
-                    let failing = Box::pin(self.fail(io, peer, &shared, 1, e));
-                    return failing.await;
+            let mut head = pool::take_head();
+            let detect = h2c && self.served == 0;
+            match self.read_head(io, &shared, &mut head, detect).await {
+                Ok(()) => {}
+                Err(e) => {
+                    pool::give_head(head);
+                    return match e {
+                        // read_head flushed pending output before it waited.
+                        HeadError::Closed => Ok(false),
+                        HeadError::Http2 => Ok(true),
+                        HeadError::Http(e) => {
+                            let failing = Box::pin(self.fail(io, peer, &shared, 1, e));
+                            failing.await.map(|()| false)
+                        }
+                    };
                 }
-            };
-            // Boxed: the request's state (head, exchange, handler futures) is large, and an idle
-            // connection's task must stay small, so it is allocated only while a request runs.
-            // (Built in its own statement, so the unboxed future takes no room in this one.)
+            }
             // A request is served by the configuration current when its head arrived.
             crate::reload::refresh(&mut shared);
-            let request = Box::pin(self.serve_request(io, peer, &shared, stop, head));
-            let more = request.await?;
+            let step = if head.body == BodyFraming::None {
+                let used = head.len;
+                self.serve_now(peer, &shared, head, BodyLoc::InBuf(Span::default()), used)
+            } else {
+                // Boxed, as everything that waits mid-request: an idle task must stay small.
+                let reading = Box::pin(self.read_request_body(io, peer, &shared, head));
+                match reading.await? {
+                    Some(step) => step,
+                    None => return Ok(false),
+                }
+            };
+            let more = match step {
+                Step::KeepAlive { flush: false } => true,
+                Step::KeepAlive { flush: true } if self.flush_now(io)? => true,
+                step => {
+                    let finishing = Box::pin(self.continue_request(io, peer, &shared, step));
+                    finishing.await?
+                }
+            };
             if !more {
-                return Ok(());
+                return Ok(false);
             }
         }
     }
 
-    /// Read the body, dispatch, respond. Returns whether the connection stays open.
-    async fn serve_request<I: Io>(
+    /// Read the body of a request that has one, then serve it. `None`: the body was refused
+    /// (answered, connection closed).
+    async fn read_request_body<I: Io>(
         &mut self,
         io: &mut I,
         peer: &Arc<Peer>,
         shared: &Arc<Shared>,
-        stop: &watch::Receiver<bool>,
         head: Box<Head>,
-    ) -> std::io::Result<bool> {
-        let limits = &shared.config.limits;
-        let timeouts = &shared.timeouts;
+    ) -> std::io::Result<Option<Step>> {
         self.stats.set(State::Writing);
-        let started = Instant::now();
-        // Routing twice is only worth it when there is a body to bound.
-        let limit = match head.body {
-            BodyFraming::None => 0,
-            _ => body_limit(shared, &self.buf, &head, peer.secure),
-        };
-        let (body, used) =
-            match body::read_body(io, &mut self.buf, &head, limit, timeouts.body).await {
-                Ok(found) => found,
-                Err(e) => {
-                    self.fail(io, peer, shared, head.minor, e).await?;
-                    return Ok(false);
-                }
-            };
+        let limit = body_limit(shared, &self.buf, &head, peer.secure);
+        let read = body::read_body(io, &mut self.buf, &head, limit, shared.timeouts.body).await;
+        match read {
+            Ok((body, used)) => Ok(Some(self.serve_now(peer, shared, head, body, used))),
+            Err(e) => {
+                let minor = head.minor;
+                pool::give_head(head);
+                self.fail(io, peer, shared, minor, e).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Dispatch and answer a request whose body is read, as far as that goes without waiting.
+    fn serve_now(
+        &mut self,
+        peer: &Arc<Peer>,
+        shared: &Arc<Shared>,
+        head: Box<Head>,
+        body: BodyLoc,
+        used: usize,
+    ) -> Step {
+        self.stats.set(State::Writing);
         self.served += 1;
-        let minor = head.minor;
-        let is_head = head.method(&self.buf) == "HEAD";
-        let keep_alive =
-            head.keep_alive && self.served < limits.max_requests_per_connection && !*stop.borrow();
+        let flight = Flight {
+            minor: head.minor,
+            is_head: head.method(&self.buf) == "HEAD",
+            keep_alive: head.keep_alive
+                && self.served < shared.config.limits.max_requests_per_connection
+                && !wait::stopping(),
+            client_close: !head.keep_alive,
+            used,
+            started: crate::access_log::enabled().then(Instant::now),
+        };
         let ex = Exchange {
             buf: std::mem::take(&mut self.buf),
             head,
@@ -131,69 +221,59 @@ impl Conn {
             resp: pool::take_response(),
             extra: Vec::new(),
         };
-        let Some(mut ex) = dispatch(shared, peer, ex).await else {
-            // A worker job failed and took the request with it.
-            let mut resp = pool::take_response();
-            error_response(&mut resp, 500, "");
-            respond::write_response(
-                io,
-                &mut self.out,
-                minor,
-                is_head,
-                &mut resp,
-                false,
-                timeouts.write,
-            )
-            .await?;
-            pool::give_response(resp);
-            self.flush(io, timeouts.write).await?;
-            return Ok(false);
-        };
+        match dispatch_now(shared, peer, ex) {
+            Routed::Done(ex) => self.respond(peer, ex, flight),
+            Routed::Unfinished(rest) => Step::Dispatching(rest, flight),
+        }
+    }
+
+    /// Put the response in `out`; done unless its body has to be sent on its own.
+    fn respond(&mut self, peer: &Peer, mut ex: Exchange, flight: Flight) -> Step {
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
-        let keep_alive = keep_alive && !*stop.borrow();
-        let status = ex.resp.status;
+        let keep_alive = flight.keep_alive && !wait::stopping();
         // Counted when answered, before its bytes leave.
         self.stats.request();
-        let sent = respond::write_response(
-            io,
+        if self.out.capacity() == 0 {
+            self.out = pool::take_buffer();
+        }
+        let started = respond::start_response(
             &mut self.out,
-            minor,
-            is_head,
+            flight.minor,
+            flight.is_head,
             &mut ex.resp,
             keep_alive,
-            timeouts.write,
-        )
-        .await?;
-        pool::give_response(ex.resp);
-        if crate::access_log::enabled() {
+        );
+        match started.into_sent() {
+            Ok(sent) => self.answered(peer, ex, flight, sent),
+            Err(started) => Step::Sending(ex, started, flight),
+        }
+    }
+
+    /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
+    /// the connection does next.
+    fn answered(&mut self, peer: &Peer, ex: Exchange, flight: Flight, sent: Sent) -> Step {
+        if let Some(started) = flight.started {
             log_access(
                 peer,
                 &self.buf,
                 Some(&ex.head),
-                status,
+                ex.resp.status,
                 sent.body_bytes,
                 started,
             );
         }
+        pool::give_response(ex.resp);
+        pool::give_head(ex.head);
         // Keep pipelined bytes that follow this request.
-        self.buf.drain(..used.min(self.buf.len()));
-        if let Some(t) = sent.upgrade {
-            // 101: the connection is no longer HTTP; bytes already read belong to the tunnel.
-            self.flush(io, timeouts.write).await?;
-            let pending = std::mem::take(&mut self.buf);
-            let result = tunnel::splice(io, &pending, t, timeouts.keepalive).await;
-            pool::give_buffer(pending);
-            io.close().await;
-            result?;
-            return Ok(false);
+        self.buf.drain(..flight.used.min(self.buf.len()));
+        if let Some(tunnel) = sent.upgrade {
+            return Step::Upgrade(tunnel);
         }
         if !sent.keep_alive {
-            self.flush(io, timeouts.write).await?;
-            // Lingering until the peer closes counts as waiting.
-            self.stats.set(State::Idle);
-            io.close().await;
-            return Ok(false);
+            return Step::Close {
+                linger: !(flight.client_close && self.buf.is_empty()),
+            };
         }
         // The answer is complete once flushed: the connection waits from here on.
         self.stats.set(if self.buf.is_empty() {
@@ -201,39 +281,130 @@ impl Conn {
         } else {
             State::Reading
         });
+        // Pipelined requests' answers are gathered into one write.
         let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
-        if !next_head_buffered || self.out.len() >= FLUSH_AT {
-            self.flush(io, timeouts.write).await?;
+        Step::KeepAlive {
+            flush: !next_head_buffered || self.out.len() >= FLUSH_AT,
         }
-        Ok(true)
     }
 
-    /// Wait for a complete head. While idle the connection holds no buffer.
+    /// Take a request through the steps that wait. Returns whether the connection stays open.
+    async fn continue_request<I: Io>(
+        &mut self,
+        io: &mut I,
+        peer: &Arc<Peer>,
+        shared: &Arc<Shared>,
+        mut step: Step,
+    ) -> std::io::Result<bool> {
+        let timeout = shared.timeouts.write;
+        loop {
+            step = match step {
+                Step::Dispatching(rest, flight) => match finish(shared, peer, *rest).await {
+                    Some(ex) => self.respond(peer, ex, flight),
+                    None => Step::Lost(flight),
+                },
+                Step::Sending(ex, started, flight) => {
+                    let sent = respond::send_rest(io, &mut self.out, started, timeout).await?;
+                    self.answered(peer, ex, flight, sent)
+                }
+                Step::Lost(flight) => {
+                    self.stats.request();
+                    let mut resp = pool::take_response();
+                    error_response(&mut resp, 500, "");
+                    respond::write_response(
+                        io,
+                        &mut self.out,
+                        flight.minor,
+                        flight.is_head,
+                        &mut resp,
+                        false,
+                        timeout,
+                    )
+                    .await?;
+                    pool::give_response(resp);
+                    self.flush(io, timeout).await?;
+                    return Ok(false);
+                }
+                Step::KeepAlive { flush } => {
+                    if flush {
+                        self.flush(io, timeout).await?;
+                    }
+                    return Ok(true);
+                }
+                Step::Close { linger } => {
+                    self.flush(io, timeout).await?;
+                    // Lingering until the peer closes counts as waiting.
+                    self.stats.set(State::Idle);
+                    if linger {
+                        io.close().await;
+                    } else {
+                        io.close_now().await;
+                    }
+                    return Ok(false);
+                }
+                Step::Upgrade(tunnel) => {
+                    // 101: the connection is no longer HTTP; bytes already read belong to the
+                    // tunnel.
+                    self.flush(io, timeout).await?;
+                    let pending = std::mem::take(&mut self.buf);
+                    let result =
+                        tunnel::splice(io, &pending, tunnel, shared.timeouts.keepalive).await;
+                    pool::give_buffer(pending);
+                    io.close().await;
+                    result?;
+                    return Ok(false);
+                }
+            };
+        }
+    }
+
+    /// Wait for a complete head and parse it into `head`. While idle the connection holds
+    /// no buffer. `detect`: a first request that opens with the HTTP/2 preface is h2c.
     async fn read_head<I: Io>(
         &mut self,
         io: &mut I,
         shared: &Shared,
-        stop: &mut watch::Receiver<bool>,
-    ) -> Result<Box<Head>, HeadError> {
+        head: &mut Head,
+        detect: bool,
+    ) -> Result<(), HeadError> {
         let limits = &shared.config.limits;
         let timeouts = &shared.timeouts;
-        let mut deadline: Option<Instant> = None;
+        // The header timeout runs from a request's first byte.
+        let mut partial = false;
         loop {
-            self.stats.set(if self.buf.is_empty() {
-                State::Idle
-            } else {
-                State::Reading
-            });
             if !self.buf.is_empty() {
-                if let Some(head) = parse(&self.buf, limits).map_err(HeadError::Http)? {
-                    // Boxed: kept inline, the head would bloat every idle connection's task.
-                    return Ok(Box::new(head));
+                if detect && is_h2_preface(&self.buf) {
+                    self.deadline.disarm();
+                    return Err(HeadError::Http2);
                 }
-                deadline.get_or_insert_with(|| Instant::now() + timeouts.header);
+                match parse_into(&self.buf, limits, head) {
+                    Ok(true) => {
+                        self.deadline.disarm();
+                        return Ok(());
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.deadline.disarm();
+                        return Err(HeadError::Http(e));
+                    }
+                }
+                if !partial {
+                    partial = true;
+                    self.stats.set(State::Reading);
+                    self.deadline.arm(timeouts.header, false);
+                }
+            } else {
+                self.stats.set(State::Idle);
+                let idle_for = if self.served == 0 {
+                    timeouts.header
+                } else {
+                    timeouts.keepalive
+                };
+                self.deadline.arm(idle_for, true);
             }
-            // Before waiting, send what pipelined requests produced (rare here: serve_request
-            // flushes unless another head is already buffered; boxed to keep idle tasks small).
-            if !self.out.is_empty() {
+            // Before waiting, send what pipelined requests produced (rare here: requests
+            // flush unless another head is already buffered; boxed to keep idle tasks small).
+            if !self.out.is_empty() && !self.flush_now(io).map_err(|_| HeadError::Closed)? {
                 let flushing = Box::pin(self.flush(io, timeouts.write));
                 flushing.await.map_err(|_| HeadError::Closed)?;
             }
@@ -241,23 +412,23 @@ impl Conn {
                 pool::give_buffer(std::mem::take(&mut self.buf));
                 pool::give_buffer(std::mem::take(&mut self.out));
             }
-            let wait_until = deadline.unwrap_or_else(|| {
-                Instant::now()
-                    + if self.served == 0 {
-                        timeouts.header
-                    } else {
-                        timeouts.keepalive
-                    }
-            });
-            let idle = self.buf.is_empty();
-            tokio::select! {
-                ready = tokio::time::timeout_at(wait_until, io.readable()) => match ready {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return Err(HeadError::Closed),
-                    Err(_) if idle => return Err(HeadError::Closed),
-                    Err(_) => return Err(HeadError::Http(HttpError::new(408, "timed out reading the request headers"))),
+            let woke = std::future::poll_fn(|cx| match io.poll_readable(cx) {
+                Poll::Ready(ready) => Poll::Ready(ready.map_err(|_| None)),
+                Poll::Pending => match self.deadline.check(cx.waker()) {
+                    Some(ended) => Poll::Ready(Err(Some(ended))),
+                    None => Poll::Pending,
                 },
-                _ = stop.changed(), if idle => return Err(HeadError::Closed),
+            })
+            .await;
+            match woke {
+                Ok(()) => {}
+                Err(Some(Ended::TimedOut)) if partial => {
+                    return Err(HeadError::Http(HttpError::new(
+                        408,
+                        "timed out reading the request headers",
+                    )))
+                }
+                Err(_) => return Err(HeadError::Closed),
             }
             if self.buf.capacity() == 0 {
                 self.buf = pool::take_buffer();
@@ -271,7 +442,23 @@ impl Conn {
         }
     }
 
-    async fn flush<I: Io>(&mut self, io: &mut I, timeout: Duration) -> std::io::Result<()> {
+    /// Write `out` if the socket takes all of it now. `Ok(false)`: some is left.
+    fn flush_now<I: Io>(&mut self, io: &mut I) -> std::io::Result<bool> {
+        match io.try_write(&[&self.out]) {
+            Ok(n) => {
+                self.out.drain(..n);
+                Ok(self.out.is_empty())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn flush<I: Io>(
+        &mut self,
+        io: &mut I,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
@@ -310,6 +497,13 @@ impl Conn {
         io.close().await;
         Ok(())
     }
+}
+
+/// Whether `buf` is (the start of) the HTTP/2 preface, far enough to tell: no HTTP/1 method
+/// we serve is `PRI`.
+fn is_h2_preface(buf: &[u8]) -> bool {
+    let n = buf.len().min(H2_PREFACE.len());
+    n >= 4 && buf[..n] == H2_PREFACE[..n]
 }
 
 /// One access log line (`head` is `None` when the request could not be parsed).

@@ -5,6 +5,8 @@ use std::cell::RefCell;
 
 use osprey_sdk::Response;
 
+use crate::http::parse::Head;
+
 /// Capacity of a fresh read buffer: a typical request head fits.
 const BUFFER_SIZE: usize = 8 * 1024;
 /// Larger buffers are freed rather than pooled.
@@ -14,6 +16,7 @@ const MAX_POOLED: usize = 256;
 thread_local! {
     static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     static RESPONSES: RefCell<Vec<Response>> = const { RefCell::new(Vec::new()) };
+    static HEADS: RefCell<Vec<Box<Head>>> = const { RefCell::new(Vec::new()) };
 }
 
 pub fn take_buffer() -> Vec<u8> {
@@ -48,6 +51,20 @@ pub fn give_response(mut resp: Response) {
         let mut p = p.borrow_mut();
         if p.len() < MAX_POOLED {
             p.push(resp);
+        }
+    });
+}
+
+/// A request head to parse into (a head holds room for every header: a few KiB).
+pub fn take_head() -> Box<Head> {
+    HEADS.with(|p| p.borrow_mut().pop()).unwrap_or_default()
+}
+
+pub fn give_head(head: Box<Head>) {
+    HEADS.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < MAX_POOLED {
+            p.push(head);
         }
     });
 }

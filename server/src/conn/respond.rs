@@ -34,9 +34,40 @@ pub async fn write_response<I: Io>(
     minor: u8,
     is_head: bool,
     resp: &mut Response,
-    mut keep_alive: bool,
+    keep_alive: bool,
     timeout: Duration,
 ) -> io::Result<Sent> {
+    let started = start_response(out, minor, is_head, resp, keep_alive);
+    send_rest(io, out, started, timeout).await
+}
+
+/// A response whose head (and small body) is in `out`.
+pub struct Started {
+    sent: Sent,
+    /// What is left to write after `out` (`Empty` when nothing).
+    rest: Body,
+    framing: Framing,
+}
+
+impl Started {
+    /// Everything is in `out`: the response is answered once `out` is flushed.
+    pub fn into_sent(self) -> Result<Sent, Started> {
+        match self.rest {
+            Body::Empty => Ok(self.sent),
+            _ => Err(self),
+        }
+    }
+}
+
+/// Put the head of `resp`, and its body when it is small and in memory, in `out`; the rest
+/// goes with [`send_rest`]. Never waits.
+pub fn start_response(
+    out: &mut Vec<u8>,
+    minor: u8,
+    is_head: bool,
+    resp: &mut Response,
+    mut keep_alive: bool,
+) -> Started {
     if let Some(bad) = resp.headers.iter().find(|h| invalid_header(h)) {
         tracing::error!(
             "handler set an invalid header {:?}; answering 500",
@@ -59,24 +90,58 @@ pub async fn write_response<I: Io>(
         }
     };
     write_head(out, minor, resp.status, &resp.headers, framing, keep_alive);
+    let mut sent = Sent {
+        keep_alive,
+        upgrade,
+        body_bytes: 0,
+    };
     if is_head || no_body {
-        return Ok(Sent {
-            keep_alive,
-            upgrade,
-            body_bytes: 0,
-        });
+        return Started {
+            sent,
+            rest: Body::Empty,
+            framing,
+        };
     }
     // A stream's bytes are counted as they go.
-    let mut body_bytes = match resp.body {
+    sent.body_bytes = match resp.body {
         Body::Stream(_) => 0,
         _ => resp.body.len().unwrap_or(0),
     };
-    let body = std::mem::replace(&mut resp.body, Body::Empty);
-    match body {
+    let rest = match std::mem::replace(&mut resp.body, Body::Empty) {
         // Taken by `take_upgrade` (a 101 has no body).
-        Body::Empty | Body::Upgrade(_) => {}
-        Body::Bytes(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
-        Body::Shared(ref b) if b.len() <= INLINE_BODY => out.extend_from_slice(b),
+        Body::Empty | Body::Upgrade(_) => Body::Empty,
+        Body::Bytes(ref b) if b.len() <= INLINE_BODY => {
+            out.extend_from_slice(b);
+            Body::Empty
+        }
+        Body::Shared(ref b) if b.len() <= INLINE_BODY => {
+            out.extend_from_slice(b);
+            Body::Empty
+        }
+        other => other,
+    };
+    Started {
+        sent,
+        rest,
+        framing,
+    }
+}
+
+/// Write `out` and what [`start_response`] left of the body.
+pub async fn send_rest<I: Io>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    started: Started,
+    timeout: Duration,
+) -> io::Result<Sent> {
+    let Started {
+        sent,
+        rest,
+        framing,
+    } = started;
+    let mut body_bytes = sent.body_bytes;
+    match rest {
+        Body::Empty | Body::Upgrade(_) => return Ok(sent),
         Body::Bytes(b) => {
             write_pieces(io, timeout, out, &b).await?;
             out.clear();
@@ -163,11 +228,7 @@ pub async fn write_response<I: Io>(
             }
         }
     }
-    Ok(Sent {
-        keep_alive,
-        upgrade: None,
-        body_bytes,
-    })
+    Ok(Sent { body_bytes, ..sent })
 }
 
 /// A 101 must carry a tunnel and a tunnel needs a 101 (on HTTP/1.1); anything else is a

@@ -19,15 +19,17 @@ pub enum Framing {
 
 /// Headers the core writes itself; a handler's copies are dropped.
 fn core_managed(name: &str) -> bool {
-    [
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "date",
-        "keep-alive",
-    ]
-    .iter()
-    .any(|n| n.eq_ignore_ascii_case(name))
+    let core = match name.len() {
+        4 => "date",
+        10 => match name.as_bytes()[0] | 0x20 {
+            b'c' => "connection",
+            _ => "keep-alive",
+        },
+        14 => "content-length",
+        17 => "transfer-encoding",
+        _ => return false,
+    };
+    name.eq_ignore_ascii_case(core)
 }
 
 /// A header the handler set that would break the response framing.
@@ -152,6 +154,29 @@ mod tests {
         assert!(invalid_header(&pair("X", "a\r\nSet-Cookie: x")));
         assert!(invalid_header(&pair("Bad Name", "v")));
         assert!(!invalid_header(&pair("X-Ok", "fine value")));
+    }
+
+    #[test]
+    fn core_managed_headers_in_any_case() {
+        for name in [
+            "Date",
+            "CONNECTION",
+            "keep-alive",
+            "Content-Length",
+            "transfer-encoding",
+        ] {
+            assert!(core_managed(name), "{name}");
+        }
+        for name in [
+            "Content-Type",
+            "Dates",
+            "Keep-Alivx",
+            "Connectioz",
+            "Server",
+            "",
+        ] {
+            assert!(!core_managed(name), "{name}");
+        }
     }
 
     #[test]

@@ -32,9 +32,17 @@ impl Span {
         &buf[self.start as usize..self.end as usize]
     }
 
-    /// The text of this span; the parser only makes spans of ASCII text.
+    /// The text of this span. Only for the spans the parser made from text (method, target,
+    /// path, query, host, header names), read from the buffer they were parsed from.
     pub fn str<'b>(&self, buf: &'b [u8]) -> &'b str {
-        std::str::from_utf8(self.get(buf)).unwrap_or("")
+        let bytes = self.get(buf);
+        if bytes.is_ascii() {
+            // SAFETY: ASCII is UTF-8. (A cheaper test than full validation, for the spans read
+            // on every request; the parser's text spans are ASCII but for a UTF-8 target.)
+            unsafe { std::str::from_utf8_unchecked(bytes) }
+        } else {
+            std::str::from_utf8(bytes).unwrap_or("")
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -99,22 +107,48 @@ impl Head {
     }
 }
 
+impl Default for Head {
+    fn default() -> Self {
+        Head {
+            len: 0,
+            method: Span::default(),
+            uri: Span::default(),
+            path: Span::default(),
+            query: Span::default(),
+            minor: 1,
+            headers: ArrayVec::new(),
+            host: Span::default(),
+            host_lower: None,
+            body: BodyFraming::None,
+            keep_alive: true,
+            expect_continue: false,
+        }
+    }
+}
+
 /// Parse a request head from the start of `buf`. `Ok(None)`: not complete yet.
 pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
+    let mut head = Head::default();
+    Ok(parse_into(buf, limits, &mut head)?.then_some(head))
+}
+
+/// Parse a request head from the start of `buf` into `head` (reused: a head is large, and is
+/// neither moved nor zeroed per request). `Ok(false)`: not complete yet.
+pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, HttpError> {
     // RFC 9112 2.2: ignore empty lines before the request line.
     let skip = buf
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
         .unwrap_or(buf.len());
     let max_headers = limits.max_headers.min(MAX_HEADERS);
-    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut raw[..max_headers]);
+    let mut raw = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
     let data = &buf[skip..];
-    let len = match req.parse(data) {
+    let len = match req.parse_with_uninit_headers(data, &mut raw[..max_headers]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             check_partial_size(buf, data, limits)?;
-            return Ok(None);
+            return Ok(false);
         }
         Err(e) => return Err(map_parse_error(e)),
     };
@@ -125,20 +159,18 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
     let minor = req.version.unwrap_or(1);
-    let mut head = Head {
-        len: skip + len,
-        method: Span::of(buf, method.as_bytes()),
-        uri: Span::default(),
-        path: Span::default(),
-        query: Span::default(),
-        minor,
-        headers: ArrayVec::new(),
-        host: Span::default(),
-        host_lower: None,
-        body: BodyFraming::None,
-        keep_alive: minor == 1,
-        expect_continue: false,
-    };
+    head.len = skip + len;
+    head.method = Span::of(buf, method.as_bytes());
+    head.uri = Span::default();
+    head.path = Span::default();
+    head.query = Span::default();
+    head.minor = minor;
+    head.headers.clear();
+    head.host = Span::default();
+    head.host_lower = None;
+    head.body = BodyFraming::None;
+    head.keep_alive = minor == 1;
+    head.expect_continue = false;
     let target_span = Span::of(buf, target.as_bytes());
     let (uri, uri_host) = split_target(method, target, target_span)?;
     head.uri = uri;
@@ -154,6 +186,7 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
     let mut host_header: Option<Span> = None;
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
+    let mut saw_connection = false;
     for h in req.headers.iter() {
         let name = Span::of(buf, h.name.as_bytes());
         let value = trim(buf, Span::of(buf, h.value));
@@ -182,6 +215,7 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
                 chunked = true;
             }
             10 if h.name.eq_ignore_ascii_case("connection") => {
+                saw_connection = true;
                 for token in v.split(|&b| b == b',') {
                     let token = token.trim_ascii();
                     if token.eq_ignore_ascii_case(b"close") {
@@ -202,10 +236,11 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
         }
     }
     // A `Connection: close` from an earlier token must win over a later keep-alive.
-    if head
-        .headers
-        .iter()
-        .any(|(n, v)| n.get(buf).eq_ignore_ascii_case(b"connection") && has_close(v.get(buf)))
+    if saw_connection
+        && head
+            .headers
+            .iter()
+            .any(|(n, v)| n.get(buf).eq_ignore_ascii_case(b"connection") && has_close(v.get(buf)))
     {
         head.keep_alive = false;
     }
@@ -224,8 +259,8 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
         (None, None) if minor == 1 => return Err(bad("missing Host header")),
         (None, None) => Span::default(),
     };
-    set_host(&mut head, buf, host)?;
-    Ok(Some(head))
+    set_host(head, buf, host)?;
+    Ok(true)
 }
 
 fn has_close(v: &[u8]) -> bool {
@@ -280,10 +315,7 @@ fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
         }
     };
     let host = &text[..without_port];
-    let ok = host
-        .iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]:".contains(&b));
-    if !ok {
+    if !host.iter().all(|&b| HOST_BYTE[b as usize]) {
         return Err(bad("invalid characters in Host"));
     }
     head.host = span.sub(0, without_port);
@@ -292,6 +324,24 @@ fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
     }
     Ok(())
 }
+
+/// Bytes allowed in a Host: letters, digits and RFC 3986 unreserved, sub-delims, `%`, and the
+/// brackets and colons of an IPv6 literal.
+static HOST_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b"-._~!$&'()*+,;=%[]:";
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 fn check_port(rest: &[u8]) -> Result<(), HttpError> {
     match rest {

@@ -2,7 +2,10 @@
 //! (h2c, detected by the connection preface). Each stream runs as its own local task and goes
 //! through the same `dispatch` as HTTP/1.1 (see `stream`).
 
+mod rewind;
 mod stream;
+
+pub use rewind::Rewind;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -10,51 +13,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::dispatch::Peer;
 use crate::server::Shared;
-
-/// The client connection preface (RFC 9113 §3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// What the first bytes of a cleartext connection say.
-pub enum Opening {
-    Http2,
-    Http1,
-    /// Closed, idle past the header timeout, or the server is stopping.
-    Gone,
-}
-
-/// Look (without consuming) at the first bytes of a plain connection for the h2 preface.
-pub async fn detect(tcp: &TcpStream, shared: &Shared, stop: &mut watch::Receiver<bool>) -> Opening {
-    let deadline = Instant::now() + shared.timeouts.header;
-    let mut buf = [0u8; 24];
-    loop {
-        let n = tokio::select! {
-            r = tcp.peek(&mut buf) => match r {
-                Ok(0) | Err(_) => return Opening::Gone,
-                Ok(n) => n,
-            },
-            _ = tokio::time::sleep_until(deadline) => return Opening::Gone,
-            _ = stop.changed() => return Opening::Gone,
-        };
-        if buf[..n] != PREFACE[..n] {
-            return Opening::Http1;
-        }
-        if n >= 4 {
-            // "PRI " is no HTTP/1 method we serve: the rest is checked by the h2 handshake.
-            return Opening::Http2;
-        }
-        // A prefix of the preface so far: wait for more bytes.
-        tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
-            _ = stop.changed() => return Opening::Gone,
-        }
-    }
-}
 
 /// Streams in flight on a connection, and a wake-up when one ends.
 #[derive(Default)]

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use rustls::ServerConfig;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 use super::tls_io::{self, Accepted};
+use crate::conn::{wait, Served};
 use crate::dispatch::Peer;
-use crate::http2::{self, Opening};
+use crate::http2::{self, Rewind};
 use crate::server::Shared;
 
 /// Serve one accepted connection to its end. `tls`: the listener's TLS configuration.
@@ -17,34 +17,39 @@ pub async fn serve_connection(
     remote: String,
     tls: Option<Arc<ServerConfig>>,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
 ) {
-    let peer = |secure, http2| {
-        Arc::new(Peer {
-            remote: remote.clone(),
-            secure,
-            http2,
-        })
-    };
     // Every branch but plain HTTP/1.1 is boxed: an async fn's state is as large as its
     // largest branch, and an idle plain connection must not pay for a TLS or h2 state.
     match tls {
         Some(config) => {
-            let serving = Box::pin(serve_tls(tcp, config, peer(true, false), shared, stop));
+            let peer = Arc::new(Peer {
+                remote,
+                secure: true,
+                http2: false,
+            });
+            let serving = Box::pin(serve_tls(tcp, config, peer, shared));
             serving.await
         }
-        None if shared.config.http2.enabled => {
-            let detecting = Box::pin(http2::detect(&tcp, &shared, &mut stop));
-            match detecting.await {
-                Opening::Http2 => {
-                    let serving = Box::pin(http2::serve(tcp, peer(false, true), shared, stop));
-                    serving.await
-                }
-                Opening::Http1 => crate::conn::serve(tcp, peer(false, false), shared, stop).await,
-                Opening::Gone => {}
+        None => {
+            let h2c = shared.config.http2.enabled;
+            let peer = Arc::new(Peer {
+                remote,
+                secure: false,
+                http2: false,
+            });
+            // HTTP/1.1 unless the first bytes are the HTTP/2 preface (h2c, prior knowledge).
+            let served = crate::conn::serve(tcp, peer.clone(), shared.clone(), h2c).await;
+            if let Served::Http2(tcp, read) = served {
+                let peer = Arc::new(Peer {
+                    remote: peer.remote.clone(),
+                    secure: false,
+                    http2: true,
+                });
+                let io = Rewind::new(read, tcp);
+                let serving = Box::pin(http2::serve(io, peer, shared, wait::stop_signal()));
+                serving.await
             }
         }
-        None => crate::conn::serve(tcp, peer(false, false), shared, stop).await,
     }
 }
 
@@ -54,7 +59,6 @@ async fn serve_tls(
     config: Arc<ServerConfig>,
     peer: Arc<Peer>,
     shared: Arc<Shared>,
-    stop: watch::Receiver<bool>,
 ) {
     match tls_io::accept(tcp, config, shared.timeouts.header).await {
         Some(Accepted::Http2(stream)) => {
@@ -63,9 +67,11 @@ async fn serve_tls(
                 secure: true,
                 http2: true,
             });
-            http2::serve(stream, peer, shared, stop).await
+            http2::serve(stream, peer, shared, wait::stop_signal()).await
         }
-        Some(Accepted::Http1(io)) => crate::conn::serve(io, peer, shared, stop).await,
+        Some(Accepted::Http1(io)) => {
+            crate::conn::serve(io, peer, shared, false).await;
+        }
         None => {}
     }
 }

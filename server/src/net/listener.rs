@@ -39,6 +39,8 @@ pub fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpList
         socket.set_only_v6(true)?;
     }
     socket.set_nonblocking(true)?;
+    // Accepted sockets inherit it: no setsockopt per connection.
+    socket.set_tcp_nodelay(true)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
     Ok(socket.into())

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use osprey_sdk::OpenFile;
@@ -173,12 +174,12 @@ impl TlsIo {
 impl Io for TlsIo {
     /// Ready at once when rustls already holds decrypted bytes (they may have arrived with the
     /// handshake, or several records in one read); otherwise wait for the socket.
-    async fn readable(&mut self) -> io::Result<()> {
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let state = self.process()?;
         if state.plaintext_bytes_to_read() > 0 || state.peer_has_closed() || self.eof {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         }
-        self.tcp.readable().await
+        self.tcp.poll_read_ready(cx)
     }
 
     fn try_read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -247,6 +248,11 @@ impl Io for TlsIo {
             off += n as u64;
         }
         Ok(())
+    }
+
+    async fn close_now(&mut self) {
+        self.tls.send_close_notify();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.flush_tls()).await;
     }
 
     async fn close(&mut self) {

@@ -1,0 +1,293 @@
+//! Deadlines and the stop signal for connections waiting on their peer, without a timer or a
+//! channel registration per wait.
+//!
+//! A keep-alive connection waits once per request. With a tokio timer and a watch receiver in
+//! a `select!`, every wait armed and disarmed a timer (a lock on the time driver each way) and
+//! joined and left the watch's waiter list. Here each network thread keeps one table of
+//! deadlines: a connection owns a slot, arming it is two stores, and a sweep every [`TICK`]
+//! wakes the slots whose deadline has passed. A stop wakes every slot waiting between requests.
+//! Deadlines are therefore up to one tick late, never early.
+
+use std::cell::RefCell;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// How often expired waits are looked for.
+pub const TICK: Duration = Duration::from_millis(50);
+
+struct Slot {
+    /// Milliseconds since the table's epoch; `u64::MAX` while not waiting.
+    deadline: u64,
+    waker: Option<Waker>,
+    /// Waiting between requests: a stop ends the wait.
+    idle: bool,
+    expired: bool,
+}
+
+struct Table {
+    epoch: Instant,
+    /// Milliseconds since `epoch` at the last sweep: arming a wait reads no clock.
+    swept: u64,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    stopping: bool,
+}
+
+impl Table {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::new(Table {
+        epoch: Instant::now(),
+        swept: 0,
+        slots: Vec::new(),
+        free: Vec::new(),
+        stopping: false,
+    });
+}
+
+/// Why a wait ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The deadline passed.
+    TimedOut,
+    /// The server is stopping and the connection was between requests.
+    Stopping,
+}
+
+/// A connection's slot in its thread's table. Not `Send`: it belongs to the thread.
+pub struct Deadline {
+    slot: u32,
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl Deadline {
+    pub fn new() -> Deadline {
+        let slot = TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            let fresh = Slot {
+                deadline: u64::MAX,
+                waker: None,
+                idle: false,
+                expired: false,
+            };
+            match t.free.pop() {
+                Some(i) => {
+                    t.slots[i as usize] = fresh;
+                    i
+                }
+                None => {
+                    t.slots.push(fresh);
+                    (t.slots.len() - 1) as u32
+                }
+            }
+        });
+        Deadline {
+            slot,
+            _thread: std::marker::PhantomData,
+        }
+    }
+
+    /// Start a wait that ends `timeout` from now; `idle`: between requests (a stop ends it).
+    pub fn arm(&self, timeout: Duration, idle: bool) {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            // The last sweep's time is at most about a tick old: one tick more keeps the
+            // deadline from coming early.
+            let deadline = t.swept.saturating_add((timeout + TICK).as_millis() as u64);
+            let s = &mut t.slots[self.slot as usize];
+            s.deadline = deadline;
+            s.idle = idle;
+            s.expired = false;
+        });
+    }
+
+    /// Whether the wait is over, else remember `waker` for the sweep.
+    pub fn check(&self, waker: &Waker) -> Option<Ended> {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            let stopping = t.stopping;
+            let s = &mut t.slots[self.slot as usize];
+            if s.expired {
+                return Some(Ended::TimedOut);
+            }
+            if stopping && s.idle {
+                return Some(Ended::Stopping);
+            }
+            match &s.waker {
+                Some(w) if w.will_wake(waker) => {}
+                _ => s.waker = Some(waker.clone()),
+            }
+            None
+        })
+    }
+
+    /// The wait is over (the connection has work): the sweep leaves the slot alone.
+    pub fn disarm(&self) {
+        TABLE.with(|t| {
+            let s = &mut t.borrow_mut().slots[self.slot as usize];
+            s.deadline = u64::MAX;
+            s.expired = false;
+        });
+    }
+}
+
+impl Default for Deadline {
+    fn default() -> Self {
+        Deadline::new()
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        // During thread teardown the table may already be gone; the slot goes with it.
+        let _ = TABLE.try_with(|t| {
+            let mut t = t.borrow_mut();
+            let s = &mut t.slots[self.slot as usize];
+            s.deadline = u64::MAX;
+            s.waker = None;
+            t.free.push(self.slot);
+        });
+    }
+}
+
+thread_local! {
+    /// The server's stop channel, for what waits on it with `select!` (HTTP/2 connections).
+    static STOP_SIGNAL: RefCell<Option<tokio::sync::watch::Receiver<bool>>> =
+        const { RefCell::new(None) };
+}
+
+/// Give this thread the server's stop channel (see [`stop_signal`]).
+pub fn set_stop_signal(rx: tokio::sync::watch::Receiver<bool>) {
+    STOP_SIGNAL.with(|s| *s.borrow_mut() = Some(rx));
+}
+
+/// The server's stop channel as this thread knows it (HTTP/2 connections end gracefully when
+/// it changes). A thread that was given none gets one that never changes.
+pub fn stop_signal() -> tokio::sync::watch::Receiver<bool> {
+    STOP_SIGNAL.with(|s| {
+        s.borrow_mut()
+            .get_or_insert_with(|| {
+                let (tx, rx) = tokio::sync::watch::channel(false);
+                std::mem::forget(tx);
+                rx
+            })
+            .clone()
+    })
+}
+
+/// Whether this thread's server is stopping (requests in flight finish without keep-alive).
+pub fn stopping() -> bool {
+    TABLE.with(|t| t.borrow().stopping)
+}
+
+/// Stop this thread: every connection waiting between requests ends its wait.
+pub fn stop() {
+    let wakers: Vec<Waker> = TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        t.stopping = true;
+        t.slots
+            .iter_mut()
+            .filter(|s| s.idle && s.deadline != u64::MAX)
+            .filter_map(|s| s.waker.take())
+            .collect()
+    });
+    // Woken outside the borrow: a waker may run code that touches the table.
+    wakers.into_iter().for_each(Waker::wake);
+}
+
+/// Wake the waits whose deadline has passed, and refresh the thread's `Date`; runs every
+/// [`TICK`] on each network thread.
+pub async fn sweep() {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut due = Vec::new();
+    loop {
+        tick.tick().await;
+        crate::http::date::refresh();
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            let now = t.now();
+            t.swept = now;
+            for s in t.slots.iter_mut() {
+                if s.deadline <= now && !s.expired {
+                    s.expired = true;
+                    if let Some(w) = s.waker.take() {
+                        due.push(w);
+                    }
+                }
+            }
+        });
+        due.drain(..).for_each(Waker::wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_deadline_fires_after_its_time_and_not_before() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build_local(tokio::runtime::LocalOptions::default())
+            .unwrap();
+        runtime.block_on(deadline_fires());
+    }
+
+    async fn deadline_fires() {
+        let sweeper = tokio::task::spawn_local(sweep());
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let d = Deadline::new();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        d.arm(Duration::from_millis(100), false);
+        assert_eq!(d.check(&waker), None);
+        tokio::time::sleep(Duration::from_millis(90)).await;
+        assert_eq!(d.check(&waker), None, "fired early");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(d.check(&waker), Some(Ended::TimedOut));
+        d.disarm();
+        assert_eq!(d.check(&waker), None);
+        sweeper.abort();
+    }
+
+    #[test]
+    fn stop_ends_idle_waits_only() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let idle = Deadline::new();
+        let busy = Deadline::new();
+        idle.arm(Duration::from_secs(60), true);
+        busy.arm(Duration::from_secs(60), false);
+        assert_eq!(idle.check(&waker), None);
+        assert_eq!(busy.check(&waker), None);
+        stop();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(idle.check(&waker), Some(Ended::Stopping));
+        assert_eq!(busy.check(&waker), None);
+        assert!(stopping());
+    }
+
+    #[test]
+    fn slots_are_reused() {
+        let a = Deadline::new();
+        let slot = a.slot;
+        drop(a);
+        assert_eq!(Deadline::new().slot, slot);
+    }
+}
