@@ -162,20 +162,46 @@ fn pin_to_core(index: usize) {
     }
 }
 
-/// Open connections of one thread, and a wake-up for an accept loop waiting under the limit.
-#[derive(Default)]
+/// Open connections of one thread, and a wake-up for an accept loop waiting under the limit
+/// and for a stop waiting for connections to finish.
 struct Load {
     active: Cell<usize>,
     freed: Notify,
 }
 
-/// Counts a connection while it lives.
-struct Counted(Rc<Load>);
+thread_local! {
+    static LOAD: Rc<Load> = Rc::new(Load {
+        active: Cell::new(0),
+        freed: Notify::new(),
+    });
+}
+
+fn active_connections() -> usize {
+    LOAD.with(|l| l.active.get())
+}
+
+/// Wait until a connection of this thread ends.
+async fn connection_ended() {
+    let load = LOAD.with(Rc::clone);
+    load.freed.notified().await
+}
+
+/// Counts a connection while it lives (on its own thread; it takes no room in the connection).
+pub struct Counted(std::marker::PhantomData<*const ()>);
+
+impl Counted {
+    fn new() -> Counted {
+        LOAD.with(|l| l.active.set(l.active.get() + 1));
+        Counted(std::marker::PhantomData)
+    }
+}
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.0.active.set(self.0.active.get() - 1);
-        self.0.freed.notify_waiters();
+        LOAD.with(|l| {
+            l.active.set(l.active.get() - 1);
+            l.freed.notify_waiters();
+        });
     }
 }
 
@@ -188,13 +214,12 @@ async fn network_thread(
 ) {
     registry.lifecycle(Lifecycle::ThreadStart(index as u32));
     crate::conn::wait::set_stop_signal(stop.clone());
-    let load = Rc::new(Load::default());
     let mut accepting = Vec::new();
     for (i, l) in listeners.into_iter().enumerate() {
         let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
-        let (shared, load) = (shared.clone(), load.clone());
+        let shared = shared.clone();
         accepting.push(tokio::task::spawn_local(accept_loop(
-            listener, i, l.tls, shared, load,
+            listener, i, l.tls, shared,
         )));
     }
     let sweeping = tokio::task::spawn_local(crate::conn::wait::sweep());
@@ -213,14 +238,14 @@ async fn network_thread(
     let mut shared = shared;
     crate::reload::refresh(&mut shared);
     let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
-    while load.active.get() > 0 {
-        if tokio::time::timeout_at(deadline, load.freed.notified())
+    while active_connections() > 0 {
+        if tokio::time::timeout_at(deadline, connection_ended())
             .await
             .is_err()
         {
             tracing::warn!(
                 "thread {index}: {} connections still open at shutdown timeout",
-                load.active.get()
+                active_connections()
             );
             break;
         }
@@ -235,31 +260,35 @@ async fn accept_loop(
     index: usize,
     bound_tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
-    load: Rc<Load>,
 ) {
     let mut shared = shared;
     loop {
         crate::reload::refresh(&mut shared);
         let max = shared.config.limits.max_connections.max(1);
         // At the limit, new connections wait in the listen backlog.
-        while load.active.get() >= max {
-            load.freed.notified().await;
+        while active_connections() >= max {
+            connection_ended().await;
         }
         match listener.accept().await {
             Ok((stream, addr)) => {
                 // TCP_NODELAY comes from the listening socket (see `net::bind`).
-                load.active.set(load.active.get() + 1);
-                let counted = Counted(load.clone());
-                // Certificates as of the latest reload; the listener's own when that
-                // configuration has no TLS for it (listener changes need a restart).
-                let tls = bound_tls
-                    .as_ref()
-                    .map(|bound| shared.tls.get(index).unwrap_or_else(|| bound.clone()));
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move {
-                    crate::net::serve_connection(stream, format_addr(addr), tls, shared).await;
-                    drop(counted);
-                });
+                let counted = Counted::new();
+                let (remote, shared) = (format_addr(addr), shared.clone());
+                match &bound_tls {
+                    None => {
+                        tokio::task::spawn_local(crate::net::serve_plain(
+                            stream, remote, shared, counted,
+                        ));
+                    }
+                    Some(bound) => {
+                        // Certificates as of the latest reload; the listener's own when that
+                        // configuration has no TLS for it (listener changes need a restart).
+                        let tls = shared.tls.get(index).unwrap_or_else(|| bound.clone());
+                        tokio::task::spawn_local(crate::net::serve_tls(
+                            stream, remote, tls, shared, counted,
+                        ));
+                    }
+                }
             }
             Err(e) => {
                 // EMFILE and friends: keep serving the open connections, retry shortly.
@@ -270,12 +299,44 @@ async fn accept_loop(
     }
 }
 
+/// `ip:port` (`[v6]:port`; IPv4-mapped addresses as IPv4). IPv4, the common case, is written
+/// with `itoa`: `Display` for socket addresses costs more than the rest of a short connection.
 fn format_addr(addr: SocketAddr) -> String {
-    match addr {
-        SocketAddr::V4(a) => a.to_string(),
+    let v4 = match addr {
+        SocketAddr::V4(a) => *a.ip(),
         SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
-            Some(v4) => format!("{v4}:{}", a.port()),
-            None => a.to_string(),
+            Some(v4) => v4,
+            None => return a.to_string(),
         },
+    };
+    let mut text = String::with_capacity(21);
+    let mut num = itoa::Buffer::new();
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        text.push_str(num.format(octet));
+    }
+    text.push(':');
+    text.push_str(num.format(addr.port()));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_addr;
+
+    #[test]
+    fn formats_addresses_as_display_does() {
+        for addr in [
+            "127.0.0.1:80",
+            "10.200.3.255:65535",
+            "0.0.0.0:0",
+            "[::1]:8055",
+        ] {
+            assert_eq!(format_addr(addr.parse().unwrap()), addr);
+        }
+        let mapped = "[::ffff:192.0.2.7]:443".parse().unwrap();
+        assert_eq!(format_addr(mapped), "192.0.2.7:443");
     }
 }

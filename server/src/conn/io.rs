@@ -39,8 +39,14 @@ pub trait Io {
     async fn close(&mut self);
 
     /// Close after a final response when the client has sent all it will (it asked for the
-    /// close and every byte it sent was read): no lingering. The socket closes when dropped.
-    async fn close_now(&mut self) {}
+    /// close and every byte it sent was read): no lingering; the socket closes when dropped.
+    /// `false`: the transport still has bytes to write first ([`Io::finish_close`]).
+    fn close_now(&mut self) -> bool {
+        true
+    }
+
+    /// Write what [`Io::close_now`] could not.
+    async fn finish_close(&mut self) {}
 }
 
 /// Slices of `bufs` from `index`/`offset` on, at most 8, for one vectored write.

@@ -186,7 +186,7 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     let mut host_header: Option<Span> = None;
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
-    let mut saw_connection = false;
+    let mut close = false;
     for h in req.headers.iter() {
         let name = Span::of(buf, h.name.as_bytes());
         let value = trim(buf, Span::of(buf, h.value));
@@ -215,11 +215,10 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
                 chunked = true;
             }
             10 if h.name.eq_ignore_ascii_case("connection") => {
-                saw_connection = true;
                 for token in v.split(|&b| b == b',') {
                     let token = token.trim_ascii();
                     if token.eq_ignore_ascii_case(b"close") {
-                        head.keep_alive = false;
+                        close = true;
                     } else if token.eq_ignore_ascii_case(b"keep-alive") && minor == 0 {
                         head.keep_alive = true;
                     }
@@ -235,13 +234,8 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
             _ => {}
         }
     }
-    // A `Connection: close` from an earlier token must win over a later keep-alive.
-    if saw_connection
-        && head
-            .headers
-            .iter()
-            .any(|(n, v)| n.get(buf).eq_ignore_ascii_case(b"connection") && has_close(v.get(buf)))
-    {
+    // `close` wins over `keep-alive`, in any order.
+    if close {
         head.keep_alive = false;
     }
 
@@ -261,11 +255,6 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     };
     set_host(head, buf, host)?;
     Ok(true)
-}
-
-fn has_close(v: &[u8]) -> bool {
-    v.split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
 }
 
 /// Origin form, absolute form (`http://host/path`), or `*` for OPTIONS. Returns the origin-form
@@ -467,6 +456,9 @@ mod tests {
         assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
         assert!(
             !ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n").keep_alive
+        );
+        assert!(
+            !ok("GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n").keep_alive
         );
     }
 

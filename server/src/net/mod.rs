@@ -7,5 +7,5 @@ mod listener;
 pub mod tls;
 mod tls_io;
 
-pub use accept::serve_connection;
+pub use accept::{serve_plain, serve_tls};
 pub use listener::{bind, check_unused, parse_interface};

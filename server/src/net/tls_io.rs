@@ -250,8 +250,12 @@ impl Io for TlsIo {
         Ok(())
     }
 
-    async fn close_now(&mut self) {
+    fn close_now(&mut self) -> bool {
         self.tls.send_close_notify();
+        self.push_tls().unwrap_or(true)
+    }
+
+    async fn finish_close(&mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.flush_tls()).await;
     }
 

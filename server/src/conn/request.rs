@@ -1,0 +1,235 @@
+//! One request through a connection, as steps: dispatch and answer without waiting when
+//! nothing has to wait ([`Conn::serve_now`]), else go on through the steps that wait
+//! ([`Conn::continue_request`], boxed by the caller).
+
+use tokio::time::Instant;
+
+use super::respond::{self, Sent, Started};
+use super::{body, log_access, pool, tunnel, Conn, Io};
+use crate::dispatch::Unfinished;
+use crate::dispatch::{dispatch_now, error_response, finish, BodyLoc, Exchange, Routed};
+use crate::http::parse::Head;
+use crate::stats::State;
+
+/// Pending pipelined output is written once it reaches this size.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// What a request needs to remember on its way through.
+pub(super) struct Flight {
+    minor: u8,
+    is_head: bool,
+    /// Keep the connection open after this response (the client may, and the server will).
+    keep_alive: bool,
+    /// The client asked to close: with nothing unread, no lingering is needed.
+    client_close: bool,
+    /// Bytes of the buffer this request used (head and body).
+    used: usize,
+    /// When the request started, for the access log.
+    started: Option<Instant>,
+}
+
+/// Where a request stands; each step may have to wait. (Short-lived, on
+/// the stack or in the boxed request future: its size does not matter.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Step {
+    Dispatching(Box<Unfinished>, Flight),
+    Sending(Exchange, Started, Flight),
+    /// A worker job failed and took the request with it: 500, close.
+    Lost(Flight),
+    /// Answered; flush if asked (else more pipelined requests are buffered), then read the
+    /// next request.
+    KeepAlive {
+        flush: bool,
+    },
+    /// Answered; flush and close (lingering unless the client asked for the close).
+    Close {
+        linger: bool,
+    },
+    /// Answered and flushed; the transport is writing its last bytes (`Io::close_now`).
+    Closing,
+    /// After a 101: the connection belongs to this tunnel.
+    Upgrade(osprey_sdk::TunnelBox),
+}
+
+impl<I: Io> Conn<I> {
+    /// Read the body of a request that has one, then serve it. `None`: the body was refused
+    /// (answered, connection closed).
+    pub(super) async fn read_request_body(
+        &mut self,
+        head: Box<Head>,
+    ) -> std::io::Result<Option<Step>> {
+        self.stats.set(State::Writing);
+        let shared = &self.shared;
+        let limit = super::body_limit(shared, &self.buf, &head, self.peer.secure);
+        let timeout = shared.timeouts.body;
+        let read = body::read_body(&mut self.io, &mut self.buf, &head, limit, timeout).await;
+        match read {
+            Ok((body, used)) => Ok(Some(self.serve_now(head, body, used))),
+            Err(e) => {
+                let minor = head.minor;
+                pool::give_head(head);
+                self.fail(minor, e).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Dispatch and answer a request whose body is read, as far as that goes without waiting.
+    pub(super) fn serve_now(&mut self, head: Box<Head>, body: BodyLoc, used: usize) -> Step {
+        self.stats.set(State::Writing);
+        self.served = self.served.saturating_add(1);
+        let flight = Flight {
+            minor: head.minor,
+            is_head: head.method(&self.buf) == "HEAD",
+            keep_alive: head.keep_alive
+                && u64::from(self.served) < self.shared.config.limits.max_requests_per_connection
+                && !super::wait::stopping(),
+            client_close: !head.keep_alive,
+            used,
+            started: crate::access_log::enabled().then(Instant::now),
+        };
+        let ex = Exchange {
+            buf: std::mem::take(&mut self.buf),
+            head,
+            body,
+            resp: pool::take_response(),
+            extra: Vec::new(),
+        };
+        match dispatch_now(&self.shared, &self.peer, ex) {
+            Routed::Done(ex) => self.respond(ex, flight),
+            Routed::Unfinished(rest) => Step::Dispatching(rest, flight),
+        }
+    }
+
+    /// Put the response in `out`; done unless its body has to be sent on its own.
+    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Step {
+        self.buf = std::mem::take(&mut ex.buf);
+        // A stop that came while the handler ran ends keep-alive too.
+        let keep_alive = flight.keep_alive && !super::wait::stopping();
+        // Counted when answered, before its bytes leave.
+        self.stats.request();
+        if self.out.capacity() == 0 {
+            self.out = pool::take_buffer();
+        }
+        let started = respond::start_response(
+            &mut self.out,
+            flight.minor,
+            flight.is_head,
+            &mut ex.resp,
+            keep_alive,
+        );
+        match started.into_sent() {
+            Ok(sent) => self.answered(ex, flight, sent),
+            Err(started) => Step::Sending(ex, started, flight),
+        }
+    }
+
+    /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
+    /// the connection does next.
+    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
+        if let Some(started) = flight.started {
+            log_access(
+                &self.peer,
+                &self.buf,
+                Some(&ex.head),
+                ex.resp.status,
+                sent.body_bytes,
+                started,
+            );
+        }
+        pool::give_response(ex.resp);
+        pool::give_head(ex.head);
+        // Keep pipelined bytes that follow this request.
+        self.buf.drain(..flight.used.min(self.buf.len()));
+        if let Some(tunnel) = sent.upgrade {
+            return Step::Upgrade(tunnel);
+        }
+        if !sent.keep_alive {
+            return Step::Close {
+                linger: !(flight.client_close && self.buf.is_empty()),
+            };
+        }
+        // The answer is complete once flushed: the connection waits from here on.
+        self.stats.set(if self.buf.is_empty() {
+            State::Idle
+        } else {
+            State::Reading
+        });
+        // Pipelined requests' answers are gathered into one write.
+        let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
+        Step::KeepAlive {
+            flush: !next_head_buffered || self.out.len() >= FLUSH_AT,
+        }
+    }
+
+    /// Take a request through the steps that wait. Returns whether the connection stays open.
+    pub(super) async fn continue_request(&mut self, mut step: Step) -> std::io::Result<bool> {
+        let timeout = self.shared.timeouts.write;
+        loop {
+            step = match step {
+                Step::Dispatching(rest, flight) => {
+                    match finish(&self.shared, &self.peer, *rest).await {
+                        Some(ex) => self.respond(ex, flight),
+                        None => Step::Lost(flight),
+                    }
+                }
+                Step::Sending(ex, started, flight) => {
+                    let sent =
+                        respond::send_rest(&mut self.io, &mut self.out, started, timeout).await?;
+                    self.answered(ex, flight, sent)
+                }
+                Step::Lost(flight) => {
+                    self.stats.request();
+                    let mut resp = pool::take_response();
+                    error_response(&mut resp, 500, "");
+                    respond::write_response(
+                        &mut self.io,
+                        &mut self.out,
+                        flight.minor,
+                        flight.is_head,
+                        &mut resp,
+                        false,
+                        timeout,
+                    )
+                    .await?;
+                    pool::give_response(resp);
+                    self.flush(timeout).await?;
+                    return Ok(false);
+                }
+                Step::KeepAlive { flush } => {
+                    if flush {
+                        self.flush(timeout).await?;
+                    }
+                    return Ok(true);
+                }
+                Step::Close { linger } => {
+                    self.flush(timeout).await?;
+                    // Lingering until the peer closes counts as waiting.
+                    self.stats.set(State::Idle);
+                    if linger {
+                        self.io.close().await;
+                    } else if !self.io.close_now() {
+                        self.io.finish_close().await;
+                    }
+                    return Ok(false);
+                }
+                Step::Closing => {
+                    self.io.finish_close().await;
+                    return Ok(false);
+                }
+                Step::Upgrade(tunnel) => {
+                    // 101: the connection is no longer HTTP; bytes already read belong to the
+                    // tunnel.
+                    self.flush(timeout).await?;
+                    let pending = std::mem::take(&mut self.buf);
+                    let idle = self.shared.timeouts.keepalive;
+                    let result = tunnel::splice(&mut self.io, &pending, tunnel, idle).await;
+                    pool::give_buffer(pending);
+                    self.io.close().await;
+                    result?;
+                    return Ok(false);
+                }
+            };
+        }
+    }
+}
