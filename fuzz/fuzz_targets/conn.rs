@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use libfuzzer_sys::fuzz_target;
 use osprey::config::Config;
@@ -26,8 +27,8 @@ struct Memory<'a> {
 }
 
 impl Io for Memory<'_> {
-    async fn readable(&mut self) -> io::Result<()> {
-        Ok(())
+    fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 
     fn try_read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -140,9 +141,7 @@ fuzz_target!(|input: &[u8]| {
         secure: false,
         http2: false,
     });
-    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-    world
-        .runtime
-        .block_on(osprey::conn::serve(io, peer, world.shared.clone(), stop));
+    let mut conn = osprey::conn::Conn::new(io, peer, world.shared.clone());
+    world.runtime.block_on(conn.serve());
     check_responses(&output.borrow());
 });

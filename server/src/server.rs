@@ -194,6 +194,11 @@ impl Counted {
         LOAD.with(|l| l.active.set(l.active.get() + 1));
         Counted(std::marker::PhantomData)
     }
+
+    #[cfg(test)]
+    pub fn for_test() -> Counted {
+        Counted::new()
+    }
 }
 
 impl Drop for Counted {

@@ -56,11 +56,10 @@ pub struct Conn<I> {
     stats: ConnStats,
     /// Header and keep-alive timeouts, and the stop signal, while waiting for the client.
     deadline: Deadline,
-    /// Look for the HTTP/2 preface in the first bytes.
-    h2c: bool,
 }
 
-/// What is left of a request that has to wait.
+/// What is left of a request that has to wait (moved straight into a boxed future).
+#[allow(clippy::large_enum_variant)]
 enum Rest {
     /// Its body is still to be read.
     Body(Box<Head>),
@@ -78,7 +77,9 @@ enum HeadError {
 }
 
 impl<I: Io> Conn<I> {
-    pub fn new(io: I, peer: Arc<Peer>, shared: Arc<Shared>, h2c: bool) -> Self {
+    /// A connection on `io`. A plain one whose first bytes are the HTTP/2 preface is h2c
+    /// (prior knowledge), when the configuration enables HTTP/2.
+    pub fn new(io: I, peer: Arc<Peer>, shared: Arc<Shared>) -> Self {
         Conn {
             io,
             peer,
@@ -88,13 +89,13 @@ impl<I: Io> Conn<I> {
             served: 0,
             stats: ConnStats::accepted(),
             deadline: Deadline::new(),
-            h2c,
         }
     }
 
     /// Serve requests until the connection closes or turns out to be HTTP/2.
     // (`fn -> impl Future` rather than `async fn`, here and in `read_head`: an `async fn` keeps
     // its `&mut self` twice, and every byte counts in an idle connection's task.)
+    #[allow(clippy::manual_async_fn)]
     pub fn serve(&mut self) -> impl Future<Output = Served> + '_ {
         async move {
             let ended = loop {
@@ -190,9 +191,10 @@ impl<I: Io> Conn<I> {
     }
 
     /// Wait for a complete head. While idle the connection holds no buffer and no head.
+    #[allow(clippy::manual_async_fn)]
     fn read_head(&mut self) -> impl Future<Output = Result<Box<Head>, HeadError>> + '_ {
         async move {
-            let detect = self.h2c && self.served == 0;
+            let detect = self.served == 0 && !self.peer.secure && self.shared.config.http2.enabled;
             // The header timeout runs from a request's first byte.
             let mut partial = false;
             loop {
