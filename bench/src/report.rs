@@ -25,6 +25,11 @@ impl Samples {
         median(self.cpu_us_per_request.clone())
     }
 
+    /// wrk's CPU share (percent of its core), median over rounds.
+    pub fn median_client_cpu(&self) -> f64 {
+        median(self.rounds.iter().map(|r| r.client_cpu_percent).collect())
+    }
+
     pub fn errors(&self) -> u64 {
         self.rounds.iter().map(|r| r.errors).sum()
     }
@@ -100,7 +105,7 @@ impl Report {
     /// The table as text.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<22} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}  targets\n",
+            "{:<22} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6}  targets\n",
             "scenario",
             "osprey r/s",
             "nginx r/s",
@@ -109,7 +114,9 @@ impl Report {
             "n p99 ms",
             "o us/req",
             "n us/req",
-            "cpu"
+            "cpu",
+            "o wrk%",
+            "n wrk%"
         );
         for s in &self.scenarios {
             let checks: Vec<String> = s
@@ -118,7 +125,7 @@ impl Report {
                 .map(|(what, ok)| format!("{} {what}", if ok { "PASS" } else { "FAIL" }))
                 .collect();
             out.push_str(&format!(
-                "{:<22} {:>11.0} {:>11.0} {:>7.2} {:>9.2} {:>9.2} {:>9.1} {:>9.1} {:>7.2}  {}\n",
+                "{:<22} {:>11.0} {:>11.0} {:>7.2} {:>9.2} {:>9.2} {:>9.1} {:>9.1} {:>7.2} {:>6.0} {:>6.0}  {}\n",
                 s.name,
                 s.osprey.median_rps(),
                 s.nginx.median_rps(),
@@ -128,9 +135,15 @@ impl Report {
                 s.osprey.median_cpu(),
                 s.nginx.median_cpu(),
                 s.cpu_ratio(),
+                s.osprey.median_client_cpu(),
+                s.nginx.median_client_cpu(),
                 checks.join("; ")
             ));
         }
+        out.push_str(
+            "(wrk%: the load generator's CPU share of its one core; near 100 it, not the \
+             server, limits req/s)\n",
+        );
         if let Some(i) = &self.idle {
             out.push_str(&format!(
                 "idle keep-alive x{}: osprey {:.0} B/conn, nginx {:.0} B/conn  {} <= {:.0} B/conn\n",

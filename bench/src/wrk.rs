@@ -8,6 +8,9 @@ pub struct WrkResult {
     pub requests: u64,
     pub p99_ms: f64,
     pub errors: u64,
+    /// wrk's own CPU time over the run's wall time, in percent of one core: near 100, the
+    /// load generator (one thread on one core) is what limits req/s, not the server.
+    pub client_cpu_percent: f64,
 }
 
 pub struct WrkRun<'a> {
@@ -33,10 +36,14 @@ impl WrkRun<'_> {
         if !self.keep_alive {
             cmd.arg("-H").arg("Connection: close");
         }
+        let cpu_before = children_cpu_seconds();
+        let started = std::time::Instant::now();
         let out = cmd
             .arg(self.url)
             .output()
             .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+        let wall = started.elapsed().as_secs_f64();
+        let client_cpu = children_cpu_seconds() - cpu_before;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if !out.status.success() {
             return Err(format!(
@@ -45,8 +52,21 @@ impl WrkRun<'_> {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        parse(&text).ok_or_else(|| format!("cannot read wrk's report:\n{text}"))
+        let mut result =
+            parse(&text).ok_or_else(|| format!("cannot read wrk's report:\n{text}"))?;
+        result.client_cpu_percent = 100.0 * client_cpu / wall.max(1e-9);
+        Ok(result)
     }
+}
+
+/// User and system CPU seconds of this process's finished children (wrk runs as one, and
+/// runs alone).
+fn children_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        secs(u.user_time()) + secs(u.system_time())
+    })
 }
 
 /// Read requests/s, the request count, p99 latency and errors from wrk's text report.

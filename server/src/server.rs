@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use osprey_sdk::Lifecycle;
-use tokio::net::TcpListener;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::{watch, Notify};
 
 use crate::config::Config;
@@ -221,7 +222,10 @@ async fn network_thread(
     crate::conn::wait::set_stop_signal(stop.clone());
     let mut accepting = Vec::new();
     for (i, l) in listeners.into_iter().enumerate() {
-        let listener = TcpListener::from_std(l.socket).expect("listener registers with tokio");
+        // SAFETY: the listener owns its descriptor, which stays open and the same for the
+        // life of the AsyncFd.
+        let listener = unsafe { AsyncFd::register_with_interest(l.socket, Interest::READABLE) }
+            .expect("listener registers with tokio");
         let shared = shared.clone();
         accepting.push(tokio::task::spawn_local(accept_loop(
             listener, i, l.tls, shared,
@@ -261,7 +265,7 @@ async fn network_thread(
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    listener: AsyncFd<std::net::TcpListener>,
     index: usize,
     bound_tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
@@ -274,32 +278,54 @@ async fn accept_loop(
         while active_connections() >= max {
             connection_ended().await;
         }
-        match listener.accept().await {
-            Ok((stream, addr)) => {
-                // TCP_NODELAY comes from the listening socket (see `net::bind`).
-                let counted = Counted::new();
-                let (remote, shared) = (format_addr(addr), shared.clone());
-                match &bound_tls {
-                    None => {
-                        tokio::task::spawn_local(crate::net::serve_plain(
-                            stream, remote, shared, counted,
-                        ));
-                    }
-                    Some(bound) => {
-                        // Certificates as of the latest reload; the listener's own when that
-                        // configuration has no TLS for it (listener changes need a restart).
-                        let tls = shared.tls.get(index).unwrap_or_else(|| bound.clone());
-                        tokio::task::spawn_local(crate::net::serve_tls(
-                            stream, remote, tls, shared, counted,
-                        ));
-                    }
-                }
-            }
+        let accepted = match accept(&listener).await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // EMFILE and friends: keep serving the open connections, retry shortly.
                 tracing::error!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
+        };
+        let (stream, addr) = accepted;
+        // TCP_NODELAY comes from the listening socket (see `net::bind`).
+        let counted = Counted::new();
+        let (remote, shared) = (format_addr(addr), shared.clone());
+        match &bound_tls {
+            None => {
+                // Answered at once when the request is there; a task only if it must wait.
+                if let Some(serving) = crate::net::serve_plain(stream, remote, shared, counted) {
+                    tokio::task::spawn_local(serving);
+                }
+            }
+            Some(bound) => {
+                // Certificates as of the latest reload; the listener's own when that
+                // configuration has no TLS for it (listener changes need a restart).
+                let tls = shared.tls.get(index).unwrap_or_else(|| bound.clone());
+                tokio::task::spawn_local(crate::net::serve_tls(
+                    stream, remote, tls, shared, counted,
+                ));
+            }
+        }
+    }
+}
+
+/// The next connection, non-blocking and not registered with the event loop (see
+/// `net::Tcp`): accept4(2) with the flags set, no further system call.
+async fn accept(
+    listener: &AsyncFd<std::net::TcpListener>,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    use nix::libc::{SOCK_CLOEXEC, SOCK_NONBLOCK};
+    loop {
+        let mut ready = listener.readable().await?;
+        let accepted = ready
+            .try_io(|l| socket2::SockRef::from(l.get_ref()).accept4(SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if let Ok(result) = accepted {
+            let (socket, addr) = result?;
+            let addr = addr
+                .as_socket()
+                .ok_or_else(|| std::io::Error::other("accepted a non-IP socket"))?;
+            return Ok((socket.into(), addr));
         }
     }
 }

@@ -104,9 +104,22 @@ pub enum State {
     Writing,
 }
 
-/// Tracks one connection in the gauges from accept to drop.
+/// One connection's part: its state in the gauges from accept to drop, and how many requests
+/// it has been served (for the per-connection limit). Packed in four bytes, as it lives in
+/// every idle connection's task.
 pub struct ConnStats {
-    state: Cell<State>,
+    /// Bits 0..30: requests served (saturating); bits 30..32: the `State`.
+    packed: Cell<u32>,
+}
+
+const SERVED_MASK: u32 = (1 << 30) - 1;
+
+fn state_bits(state: State) -> u32 {
+    (match state {
+        State::Idle => 0,
+        State::Reading => 1,
+        State::Writing => 2,
+    }) << 30
 }
 
 impl ConnStats {
@@ -117,13 +130,23 @@ impl ConnStats {
             t.bump(&t.idle, 1);
         });
         ConnStats {
-            state: Cell::new(State::Idle),
+            packed: Cell::new(state_bits(State::Idle)),
+        }
+    }
+
+    fn state(&self) -> State {
+        match self.packed.get() >> 30 {
+            0 => State::Idle,
+            1 => State::Reading,
+            _ => State::Writing,
         }
     }
 
     pub fn set(&self, state: State) {
-        let old = self.state.replace(state);
+        let old = self.state();
         if old != state {
+            self.packed
+                .set(self.packed.get() & SERVED_MASK | state_bits(state));
             LOCAL.with(|t| {
                 t.bump(gauge(t, old), -1);
                 t.bump(gauge(t, state), 1);
@@ -135,11 +158,23 @@ impl ConnStats {
     pub fn request(&self) {
         LOCAL.with(|t| t.bump(&t.requests, 1));
     }
+
+    /// Requests this connection has been served (at most 2^30 - 1).
+    pub fn served(&self) -> u32 {
+        self.packed.get() & SERVED_MASK
+    }
+
+    /// One more request served; returns the new count.
+    pub fn count_served(&self) -> u32 {
+        let served = (self.served() + 1).min(SERVED_MASK);
+        self.packed.set(self.packed.get() & !SERVED_MASK | served);
+        served
+    }
 }
 
 impl Drop for ConnStats {
     fn drop(&mut self) {
-        LOCAL.with(|t| t.bump(gauge(t, self.state.get()), -1));
+        LOCAL.with(|t| t.bump(gauge(t, self.state()), -1));
     }
 }
 
@@ -203,4 +238,25 @@ pub fn snapshot() -> Stats {
         .map(|(n, v)| Tuple2(RString::from(n.as_str()), v.load(Relaxed)))
         .collect::<RVec<_>>();
     s
+}
+
+#[cfg(test)]
+mod conn_stats_tests {
+    use super::*;
+
+    #[test]
+    fn state_and_served_count_share_four_bytes() {
+        assert_eq!(std::mem::size_of::<ConnStats>(), 4);
+        let c = ConnStats::accepted();
+        assert_eq!((c.state(), c.served()), (State::Idle, 0));
+        c.set(State::Writing);
+        assert_eq!(c.count_served(), 1);
+        assert_eq!(c.count_served(), 2);
+        assert_eq!((c.state(), c.served()), (State::Writing, 2));
+        c.set(State::Reading);
+        assert_eq!((c.state(), c.served()), (State::Reading, 2));
+        c.packed.set(c.packed.get() | SERVED_MASK);
+        assert_eq!(c.count_served(), SERVED_MASK, "saturates");
+        assert_eq!(c.state(), State::Reading);
+    }
 }

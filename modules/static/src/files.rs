@@ -69,6 +69,22 @@ pub struct Entry {
     checked: AtomicU64,
 }
 
+impl Entry {
+    /// Whether the file's bytes are in memory (not an open descriptor).
+    pub fn in_memory(&self) -> bool {
+        matches!(self.plain.source, Source::Memory(_))
+    }
+
+    /// Bytes of file content this entry holds in memory.
+    pub fn bytes(&self) -> u64 {
+        let held = |v: &Variant| match v.source {
+            Source::Memory(_) => v.size,
+            Source::File(_) => 0,
+        };
+        held(&self.plain) + self.gz.as_ref().map_or(0, held)
+    }
+}
+
 /// What a request path leads to.
 pub enum Found {
     File(Arc<Entry>),
@@ -167,7 +183,7 @@ impl Files {
 
     /// Fresh when checked within `cache_ttl`, or when the files on disk are still the ones
     /// cached (one `stat` per representation).
-    fn fresh(&self, entry: &Entry) -> bool {
+    pub fn fresh(&self, entry: &Entry) -> bool {
         let now = now_ns();
         let checked = entry.checked.load(Ordering::Relaxed);
         if now.saturating_sub(checked) < self.cfg.cache_ttl.as_nanos() as u64 {

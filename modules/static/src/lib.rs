@@ -9,6 +9,7 @@
 mod autoindex;
 mod config;
 mod files;
+mod front;
 mod http;
 mod mime;
 mod open;
@@ -43,17 +44,32 @@ impl Module for StaticModule {
         let cfg = config::Config::parse(route)?;
         Ok(handler_box(Static {
             files: Files::new(cfg),
+            route: front::new_route_id(),
         }))
     }
 }
 
 struct Static {
     files: Files,
+    /// This route's key space in the per-thread front cache.
+    route: u64,
 }
 
 impl Handler for Static {
     fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome {
         let cfg = self.files.config();
+        let read_only = matches!(req.method.as_str(), "GET" | "HEAD");
+        let front_host = if cfg.per_host { req.host.as_str() } else { "" };
+        let raw_path = req.path_info.as_str();
+        // A path this thread served lately: straight to its (fresh) entry.
+        if read_only {
+            if let Some(entry) = front::get(self.route, front_host, raw_path) {
+                if self.files.fresh(&entry) {
+                    return serve::serve(req, resp, &entry);
+                }
+                front::remove(self.route, front_host, raw_path);
+            }
+        }
         let clean = match path::clean(req.path_info.as_str()) {
             Ok(clean) => clean,
             Err(bad) => return refuse(resp, 400, bad.reason()),
@@ -62,7 +78,6 @@ impl Handler for Static {
         if cfg.per_host && !path::host_ok(host) {
             return refuse(resp, 400, "this Host cannot name a document root");
         }
-        let read_only = matches!(req.method.as_str(), "GET" | "HEAD");
         match self.files.find(host, &clean) {
             Found::Missing => Outcome::Next,
             Found::Redirect => {
@@ -98,7 +113,12 @@ impl Handler for Static {
                     }
                 }
             }
-            Found::File(entry) => serve::serve(req, resp, &entry),
+            Found::File(entry) => {
+                if entry.in_memory() {
+                    front::put(self.route, front_host, raw_path, &entry);
+                }
+                serve::serve(req, resp, &entry)
+            }
         }
     }
 }

@@ -50,7 +50,7 @@ pub trait Io {
 }
 
 /// Slices of `bufs` from `index`/`offset` on, at most 8, for one vectored write.
-fn slices<'a>(
+pub(crate) fn slices<'a>(
     bufs: &[&'a [u8]],
     index: usize,
     offset: usize,
@@ -74,7 +74,7 @@ fn write_once(tcp: &TcpStream, bufs: &[&[u8]], index: usize, offset: usize) -> i
 }
 
 /// Move `index`/`offset` past `written` bytes of `bufs` (and past empty slices).
-fn advance(bufs: &[&[u8]], index: &mut usize, offset: &mut usize, mut written: usize) {
+pub(crate) fn advance(bufs: &[&[u8]], index: &mut usize, offset: &mut usize, mut written: usize) {
     while *index < bufs.len() {
         let rest = bufs[*index].len() - *offset;
         if written < rest {

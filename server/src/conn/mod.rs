@@ -52,15 +52,24 @@ pub struct Conn<I> {
     buf: Vec<u8>,
     /// Response bytes not yet written.
     out: Vec<u8>,
-    served: u32,
     stats: ConnStats,
     /// Header and keep-alive timeouts, and the stop signal, while waiting for the client.
     deadline: Deadline,
 }
 
+/// What a new connection's first answers left to do.
+pub enum Arrived {
+    /// Answered, and closed.
+    Closed,
+    /// It has to wait: for more bytes, or to finish this request.
+    Waits(Option<Box<Rest>>),
+}
+
 /// What is left of a request that has to wait (moved straight into a boxed future).
+pub struct Rest(Waiting);
+
 #[allow(clippy::large_enum_variant)]
-enum Rest {
+enum Waiting {
     /// Its body is still to be read.
     Body(Box<Head>),
     Step(Step),
@@ -86,7 +95,6 @@ impl<I: Io> Conn<I> {
             shared,
             buf: Vec::new(),
             out: Vec::new(),
-            served: 0,
             stats: ConnStats::accepted(),
             deadline: Deadline::new(),
         }
@@ -103,11 +111,13 @@ impl<I: Io> Conn<I> {
                     Ok(head) => head,
                     Err(e) => break e,
                 };
-                let more = match self.request_now(head) {
-                    Ok(more) => Ok(more),
-                    Err(rest) => rest.await,
+                // (Bound first: the `Result` must not live across the await.)
+                let rest = match self.request_now(head) {
+                    Ok(true) => continue,
+                    Ok(false) => break HeadError::Closed,
+                    Err(rest) => rest,
                 };
-                match more {
+                match rest.await {
                     Ok(true) => {}
                     Ok(false) => break HeadError::Closed,
                     Err(e) => {
@@ -149,17 +159,24 @@ impl<I: Io> Conn<I> {
         &mut self,
         head: Box<Head>,
     ) -> Result<bool, Pin<Box<impl Future<Output = std::io::Result<bool>> + '_>>> {
+        self.answer_now(head)
+            .map_err(|rest| Box::pin(self.request_rest(rest)))
+    }
+
+    /// [`Conn::request_now`], leaving what waits as a [`Rest`].
+    fn answer_now(&mut self, head: Box<Head>) -> Result<bool, Rest> {
         // A request is served by the configuration current when its head arrived.
         crate::reload::refresh(&mut self.shared);
-        let rest = if head.body != BodyFraming::None {
-            Rest::Body(head)
-        } else {
+        if head.body != BodyFraming::None {
+            return Err(Rest(Waiting::Body(head)));
+        }
+        let rest = {
             let used = head.len;
             match self.serve_now(head, BodyLoc::InBuf(Span::default()), used) {
                 Step::KeepAlive { flush: false } => return Ok(true),
                 Step::KeepAlive { flush: true } => match self.flush_now() {
                     Ok(true) => return Ok(true),
-                    Ok(false) => Rest::Step(Step::KeepAlive { flush: true }),
+                    Ok(false) => Waiting::Step(Step::KeepAlive { flush: true }),
                     Err(_) => return Ok(false),
                 },
                 // The client asked to close and everything is answered: done.
@@ -168,21 +185,83 @@ impl<I: Io> Conn<I> {
                         self.stats.set(State::Idle);
                         return Ok(false);
                     }
-                    Ok(true) => Rest::Step(Step::Closing),
-                    Ok(false) => Rest::Step(Step::Close { linger: false }),
+                    Ok(true) => Waiting::Step(Step::Closing),
+                    Ok(false) => Waiting::Step(Step::Close { linger: false }),
                     Err(_) => return Ok(false),
                 },
-                step => Rest::Step(step),
+                step => Waiting::Step(step),
             }
         };
-        Err(Box::pin(self.request_rest(rest)))
+        Err(Rest(rest))
+    }
+
+    /// Answer, without waiting, the requests that arrived with a new connection (usually all
+    /// there is: one request, and a close). [`Arrived::Waits`]: the connection has to wait for
+    /// something; go on with [`Conn::finish`] (with what is left of a request) and
+    /// [`Conn::serve`] on a transport that can wait.
+    pub fn answer_arrived(&mut self) -> Arrived {
+        self.buf = pool::take_buffer();
+        match self.io.try_read(&mut self.buf) {
+            Ok(0) => return Arrived::Closed,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Arrived::Waits(None),
+            Err(_) => return Arrived::Closed,
+        }
+        loop {
+            // The HTTP/2 preface, an incomplete head or a bad one: `serve` deals with those.
+            if self.shared.config.http2.enabled && is_h2_preface(&self.buf) {
+                return Arrived::Waits(None);
+            }
+            let mut head = pool::take_head();
+            if !matches!(
+                parse_into(&self.buf, &self.shared.config.limits, &mut head),
+                Ok(true)
+            ) {
+                pool::give_head(head);
+                return Arrived::Waits(None);
+            }
+            match self.answer_now(head) {
+                // Pipelined requests are answered in turn; then the connection waits.
+                Ok(true) if !self.buf.is_empty() => {}
+                Ok(true) => return Arrived::Waits(None),
+                Ok(false) => return Arrived::Closed,
+                Err(rest) => return Arrived::Waits(Some(Box::new(rest))),
+            }
+        }
+    }
+
+    /// The same connection on another transport (its state carries over).
+    pub fn with_io<J>(self, f: impl FnOnce(I) -> std::io::Result<J>) -> std::io::Result<Conn<J>> {
+        Ok(Conn {
+            io: f(self.io)?,
+            peer: self.peer,
+            shared: self.shared,
+            buf: self.buf,
+            out: self.out,
+            stats: self.stats,
+            deadline: self.deadline,
+        })
+    }
+
+    /// Finish the request [`Conn::answer_arrived`] left; then [`Conn::serve`] unless this
+    /// gives `false` (the connection is done).
+    pub fn finish(&mut self, rest: Box<Rest>) -> Pin<Box<impl Future<Output = bool> + '_>> {
+        Box::pin(async move {
+            match self.request_rest(*rest).await {
+                Ok(more) => more,
+                Err(e) => {
+                    tracing::debug!(peer = %self.peer.remote, "connection ended: {e}");
+                    false
+                }
+            }
+        })
     }
 
     /// The rest of a request after [`Conn::request_now`].
     async fn request_rest(&mut self, rest: Rest) -> std::io::Result<bool> {
-        let step = match rest {
-            Rest::Step(step) => step,
-            Rest::Body(head) => match self.read_request_body(head).await? {
+        let step = match rest.0 {
+            Waiting::Step(step) => step,
+            Waiting::Body(head) => match self.read_request_body(head).await? {
                 Some(step) => step,
                 None => return Ok(false),
             },
@@ -194,7 +273,8 @@ impl<I: Io> Conn<I> {
     #[allow(clippy::manual_async_fn)]
     fn read_head(&mut self) -> impl Future<Output = Result<Box<Head>, HeadError>> + '_ {
         async move {
-            let detect = self.served == 0 && !self.peer.secure && self.shared.config.http2.enabled;
+            let detect =
+                self.stats.served() == 0 && !self.peer.secure && self.shared.config.http2.enabled;
             // The header timeout runs from a request's first byte.
             let mut partial = false;
             loop {
@@ -224,7 +304,7 @@ impl<I: Io> Conn<I> {
                     }
                 } else {
                     self.stats.set(State::Idle);
-                    let idle_for = if self.served == 0 {
+                    let idle_for = if self.stats.served() == 0 {
                         timeouts.header
                     } else {
                         timeouts.keepalive

@@ -77,12 +77,12 @@ impl<I: Io> Conn<I> {
     /// Dispatch and answer a request whose body is read, as far as that goes without waiting.
     pub(super) fn serve_now(&mut self, head: Box<Head>, body: BodyLoc, used: usize) -> Step {
         self.stats.set(State::Writing);
-        self.served = self.served.saturating_add(1);
+        let served = self.stats.count_served();
         let flight = Flight {
             minor: head.minor,
             is_head: head.method(&self.buf) == "HEAD",
             keep_alive: head.keep_alive
-                && u64::from(self.served) < self.shared.config.limits.max_requests_per_connection
+                && u64::from(served) < self.shared.config.limits.max_requests_per_connection
                 && !super::wait::stopping(),
             client_close: !head.keep_alive,
             used,

@@ -34,13 +34,27 @@ fn core_managed(name: &str) -> bool {
 
 /// A header the handler set that would break the response framing.
 pub fn invalid_header(h: &HeaderPair) -> bool {
-    let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
-    h.name.is_empty() || h.name.bytes().any(|b| !is_token(b)) || bad(&h.value)
+    h.name.is_empty()
+        || !h.name.bytes().all(|b| TOKEN[b as usize])
+        || memchr::memchr3(b'\r', b'\n', 0, h.value.as_bytes()).is_some()
 }
 
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+/// The bytes of an RFC 9110 token (header names).
+static TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// Append the head for `status` with `headers` to `out`.
 pub fn write_head(

@@ -10,27 +10,41 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 use tokio::net::TcpStream;
 
+use super::tcp::FreshTcp;
 use super::tls_io::{self, Accepted};
-use crate::conn::{wait, Conn, Served};
+use crate::conn::{wait, Arrived, Conn, Served};
 use crate::dispatch::Peer;
 use crate::http2::{self, Rewind};
 use crate::server::{Counted, Shared};
 
-/// A plain connection: HTTP/1.1, or h2c when its first bytes are the HTTP/2 preface.
+/// A plain connection (`tcp` non-blocking): HTTP/1.1, or h2c when its first bytes are the
+/// HTTP/2 preface. What arrived with it is answered at once; `None` when that was all (the
+/// connection is closed), else the future that serves the rest.
 pub fn serve_plain(
-    tcp: TcpStream,
+    tcp: std::net::TcpStream,
     remote: String,
     shared: Arc<Shared>,
     counted: Counted,
-) -> impl Future<Output = ()> {
+) -> Option<impl Future<Output = ()>> {
     let peer = Arc::new(Peer {
         remote,
         secure: false,
         http2: false,
     });
-    let mut conn = Conn::new(tcp, peer, shared);
-    async move {
+    let mut fresh = Conn::new(FreshTcp(tcp), peer, shared);
+    let rest = match fresh.answer_arrived() {
+        Arrived::Closed => return None,
+        Arrived::Waits(rest) => rest,
+    };
+    // From here on it may wait: register it with the event loop.
+    let mut conn = fresh.with_io(|f| TcpStream::from_std(f.0)).ok()?;
+    Some(async move {
         let _counted = counted;
+        if let Some(rest) = rest {
+            if !conn.finish(rest).await {
+                return;
+            }
+        }
         if let Served::Http2 = conn.serve().await {
             let (tcp, read, peer, shared) = conn.into_parts();
             let peer = Arc::new(Peer {
@@ -42,13 +56,13 @@ pub fn serve_plain(
             // Boxed: an HTTP/1 connection's task must not carry an h2 state.
             Box::pin(http2::serve(io, peer, shared, wait::stop_signal())).await
         }
-    }
+    })
 }
 
 /// A TLS connection: the handshake, then HTTP/2 (ALPN `h2`) or HTTP/1.1 over TLS. (A TLS
 /// connection's state is large, so all of it lives in one allocation of its own.)
 pub fn serve_tls(
-    tcp: TcpStream,
+    tcp: std::net::TcpStream,
     remote: String,
     config: Arc<ServerConfig>,
     shared: Arc<Shared>,
@@ -62,11 +76,14 @@ pub fn serve_tls(
 }
 
 async fn tls_connection(
-    tcp: TcpStream,
+    tcp: std::net::TcpStream,
     remote: String,
     config: Arc<ServerConfig>,
     shared: Arc<Shared>,
 ) {
+    let Ok(tcp) = TcpStream::from_std(tcp) else {
+        return;
+    };
     match tls_io::accept(tcp, config, shared.timeouts.header).await {
         Some(Accepted::Http2(stream)) => {
             let peer = Arc::new(Peer {
@@ -113,8 +130,10 @@ mod tests {
             let addr = listener.local_addr().unwrap();
             let _client = TcpStream::connect(addr).await.unwrap();
             let (tcp, _) = listener.accept().await.unwrap();
+            let tcp = tcp.into_std().unwrap();
             let counted = crate::server::Counted::for_test();
-            let task = serve_plain(tcp, "127.0.0.1:1".into(), shared, counted);
+            let task = serve_plain(tcp, "127.0.0.1:1".into(), shared, counted)
+                .expect("nothing arrived: the connection waits");
             let size = std::mem::size_of_val(&task);
             // Tokio's TcpStream is 24 bytes in release builds, 32 in debug ones.
             let limit = 152 + std::mem::size_of::<TcpStream>() - 24;

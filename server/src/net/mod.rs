@@ -4,8 +4,10 @@
 
 mod accept;
 mod listener;
+mod tcp;
 pub mod tls;
 mod tls_io;
 
 pub use accept::{serve_plain, serve_tls};
 pub use listener::{bind, check_unused, parse_interface};
+pub use tcp::FreshTcp;

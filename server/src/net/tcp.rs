@@ -1,0 +1,131 @@
+//! A plain TCP connection before it is registered with the event loop.
+//!
+//! When a connection is accepted its request has usually arrived already. It is answered with
+//! plain non-blocking system calls (`Conn::answer_arrived`), and only a connection that then
+//! has to wait (for the client, or for room to write) is registered and gets a task. One that
+//! closes after its answer (a client's `Connection: close`) costs a read, a write and a close:
+//! no epoll registration and deregistration, and no task.
+
+use std::io::{self, IoSlice, Write};
+use std::os::fd::AsRawFd;
+use std::task::{Context, Poll};
+
+use osprey_sdk::OpenFile;
+
+use crate::conn::io::{advance, slices, Io};
+
+/// A just-accepted connection, not registered with the event loop: it can read and write
+/// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
+/// `TcpStream`: see `Conn::with_io`.)
+pub struct FreshTcp(pub std::net::TcpStream);
+
+/// Read into `buf`'s spare capacity (grown first when nearly full).
+fn read_fresh(stream: &std::net::TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(4096);
+    }
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: recv(2) writes at most `spare.len()` bytes into the spare capacity, and only
+    // the bytes it reports written are then counted as initialised.
+    let n = unsafe {
+        nix::libc::recv(
+            stream.as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            spare.len(),
+            0,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Ok(n as usize)
+}
+
+/// Write what the socket takes now of `bufs`; `WouldBlock` when it takes nothing.
+fn write_fresh(mut stream: &std::net::TcpStream, bufs: &[&[u8]]) -> io::Result<usize> {
+    let mut written = 0;
+    let (mut index, mut offset) = (0, 0);
+    advance(bufs, &mut index, &mut offset, 0);
+    while index < bufs.len() {
+        let once = if index + 1 == bufs.len() {
+            stream.write(&bufs[index][offset..])
+        } else {
+            let slices: arrayvec::ArrayVec<IoSlice, 8> = slices(bufs, index, offset);
+            stream.write_vectored(&slices)
+        };
+        match once {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                written += n;
+                advance(bufs, &mut index, &mut offset, n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && written > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(written)
+}
+
+/// What a fresh connection cannot do without waiting.
+fn must_wait() -> io::Error {
+    io::Error::other("a fresh connection cannot wait; register it first")
+}
+
+impl Io for FreshTcp {
+    fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Err(must_wait()))
+    }
+
+    fn try_read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        read_fresh(&self.0, buf)
+    }
+
+    fn try_write(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        write_fresh(&self.0, bufs)
+    }
+
+    async fn write_all(&mut self, _bufs: &[&[u8]]) -> io::Result<()> {
+        Err(must_wait())
+    }
+
+    async fn send_file(&mut self, _file: &OpenFile, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(must_wait())
+    }
+
+    async fn close(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn reads_and_writes_what_the_socket_allows_now() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let mut tcp = FreshTcp(server);
+        let mut buf = Vec::new();
+        assert_eq!(
+            tcp.try_read(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        client.write_all(b"ping").unwrap();
+        let n = loop {
+            match tcp.try_read(&mut buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(&buf[..n], b"ping");
+        assert_eq!(tcp.try_write(&[b"po", b"", b"ng"]).unwrap(), 4);
+        let mut got = [0u8; 4];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"pong");
+    }
+}
