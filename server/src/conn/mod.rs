@@ -163,7 +163,8 @@ impl<I: Io> Conn<I> {
             .map_err(|rest| Box::pin(self.request_rest(rest)))
     }
 
-    /// [`Conn::request_now`], leaving what waits as a [`Rest`].
+    /// [`Conn::request_now`], leaving what waits as a [`Rest`] (which goes straight into a box).
+    #[allow(clippy::result_large_err)]
     fn answer_now(&mut self, head: Box<Head>) -> Result<bool, Rest> {
         // A request is served by the configuration current when its head arrived.
         crate::reload::refresh(&mut self.shared);
