@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::io;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use osprey::config::Config;
@@ -40,7 +41,7 @@ impl Io for Memory<'_> {
         Ok(n)
     }
 
-    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+    async fn write_all(&mut self, bufs: &[&[u8]], _idle: Duration) -> io::Result<()> {
         let mut output = self.output.borrow_mut();
         for b in bufs {
             output.extend_from_slice(b);
@@ -48,7 +49,14 @@ impl Io for Memory<'_> {
         Ok(())
     }
 
-    async fn send_file(&mut self, _file: &OpenFile, _offset: u64, _len: u64) -> io::Result<()> {
+    async fn send_file(
+        &mut self,
+        _head: &[u8],
+        _file: &OpenFile,
+        _offset: u64,
+        _len: u64,
+        _idle: Duration,
+    ) -> io::Result<()> {
         unreachable!("no route serves files")
     }
 

@@ -28,7 +28,7 @@ pub async fn read_body<I: Io>(
             let end = head.len + n as usize;
             if buf.len() < end {
                 if head.expect_continue {
-                    write_continue(io).await?;
+                    write_continue(io, timeout).await?;
                 }
                 // Grow with the bytes that arrive, not with what the client declared.
                 buf.reserve((end - buf.len()).min(64 * 1024));
@@ -59,7 +59,7 @@ pub async fn read_body<I: Io>(
                 }
                 if head.expect_continue && !asked {
                     asked = true;
-                    write_continue(io).await?;
+                    write_continue(io, timeout).await?;
                 }
                 read_more(io, buf, timeout).await?;
             }
@@ -67,8 +67,8 @@ pub async fn read_body<I: Io>(
     }
 }
 
-async fn write_continue<I: Io>(io: &mut I) -> Result<(), HttpError> {
-    io.write_all(&[CONTINUE])
+async fn write_continue<I: Io>(io: &mut I, timeout: Duration) -> Result<(), HttpError> {
+    io.write_all(&[CONTINUE], timeout)
         .await
         .map_err(|_| HttpError::new(400, "connection failed"))
 }

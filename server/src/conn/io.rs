@@ -2,8 +2,9 @@
 //! implements it in `net/tls`.
 
 use std::io::{self, IoSlice};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use osprey_sdk::OpenFile;
 use tokio::net::TcpStream;
@@ -28,11 +29,34 @@ pub trait Io {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
-    /// Write all of `bufs`, in order, in as few system calls as possible.
-    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()>;
+    /// Write what the transport takes now of `head`, then of `len` bytes of `file` from
+    /// `offset`, without waiting: how many bytes of each went. The default sends nothing:
+    /// callers then use `send_file`.
+    fn try_send_file(
+        &mut self,
+        _head: &[u8],
+        _file: &OpenFile,
+        _offset: u64,
+        _len: u64,
+    ) -> io::Result<(usize, u64)> {
+        Ok((0, 0))
+    }
 
-    /// Send `len` bytes of `file` from `offset`.
-    async fn send_file(&mut self, file: &OpenFile, offset: u64, len: u64) -> io::Result<()>;
+    /// Write all of `bufs`, in order, in as few system calls as possible. Fails with
+    /// `TimedOut` when the peer takes nothing for `idle` (as nginx's `send_timeout`: a slow
+    /// steady reader is served, one that stops is dropped).
+    async fn write_all(&mut self, bufs: &[&[u8]], idle: Duration) -> io::Result<()>;
+
+    /// Write `head`, then `len` bytes of `file` from `offset` (sendfile(2) where the
+    /// transport allows, the head joining the file's first bytes). `idle` as for `write_all`.
+    async fn send_file(
+        &mut self,
+        head: &[u8],
+        file: &OpenFile,
+        offset: u64,
+        len: u64,
+        idle: Duration,
+    ) -> io::Result<()>;
 
     /// Close after a final response: stop writing, then read and discard for a moment, so that
     /// unread request bytes do not make the kernel reset the connection and lose the response.
@@ -131,14 +155,14 @@ impl Io for TcpStream {
         Ok(written)
     }
 
-    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+    async fn write_all(&mut self, bufs: &[&[u8]], idle: Duration) -> io::Result<()> {
         let (mut index, mut offset) = (0, 0);
         advance(bufs, &mut index, &mut offset, 0);
         while index < bufs.len() {
             match write_once(self, bufs, index, offset) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => advance(bufs, &mut index, &mut offset, n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(self, idle).await?,
                 Err(e) => return Err(e),
             }
         }
@@ -168,30 +192,104 @@ impl Io for TcpStream {
         }
     }
 
-    /// sendfile(2) from the connection's own task: drain until EAGAIN, then wait.
-    async fn send_file(&mut self, file: &OpenFile, offset: u64, len: u64) -> io::Result<()> {
-        let mut off = offset as i64;
-        let end = offset + len;
-        while (off as u64) < end {
-            let want = ((end - off as u64) as usize).min(1 << 30);
-            let result = self.try_io(tokio::io::Interest::WRITABLE, || {
-                // SAFETY: both descriptors are open for the duration of the call.
-                let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.as_raw_fd()) };
-                nix::sys::sendfile::sendfile(&*self, fd, Some(&mut off), want)
-                    .map_err(io::Error::from)
-            });
-            match result {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+    fn try_send_file(
+        &mut self,
+        head: &[u8],
+        file: &OpenFile,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<(usize, u64)> {
+        let fd = self.as_raw_fd();
+        send_file_now(fd, head, file, offset, len, |call| {
+            self.try_io(tokio::io::Interest::WRITABLE, call)
+        })
     }
+
+    /// sendfile(2) from the connection's own task: drain until EAGAIN, then wait.
+    async fn send_file(
+        &mut self,
+        mut head: &[u8],
+        file: &OpenFile,
+        mut offset: u64,
+        mut len: u64,
+        idle: Duration,
+    ) -> io::Result<()> {
+        loop {
+            let (head_sent, file_sent) = Io::try_send_file(self, head, file, offset, len)?;
+            head = &head[head_sent..];
+            (offset, len) = (offset + file_sent, len - file_sent);
+            if head.is_empty() && len == 0 {
+                return Ok(());
+            }
+            writable(self, idle).await?;
+        }
+    }
+}
+
+/// Send what socket `fd` takes now of `head`, then of `len` bytes of `file` from `offset`:
+/// how many bytes of each went. The head goes with MSG_MORE, so that it leaves in one segment
+/// with the file's first bytes (as nginx's `tcp_nopush`). `call` makes one system call
+/// (through the event loop's readiness, for a registered socket).
+pub(crate) fn send_file_now(
+    fd: RawFd,
+    head: &[u8],
+    file: &OpenFile,
+    offset: u64,
+    len: u64,
+    mut call: impl FnMut(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<(usize, u64)> {
+    use nix::libc::{MSG_MORE, MSG_NOSIGNAL};
+    let flags = if len > 0 {
+        MSG_MORE | MSG_NOSIGNAL
+    } else {
+        MSG_NOSIGNAL
+    };
+    let mut head_sent = 0;
+    while head_sent < head.len() {
+        let rest = &head[head_sent..];
+        let sent = call(&mut || {
+            // SAFETY: `rest` is valid for reads of its length for the whole call.
+            let n = unsafe { nix::libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
+            usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        });
+        match sent {
+            Ok(n) => head_sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((head_sent, 0)),
+            Err(e) => return Err(e),
+        }
+    }
+    let mut file_sent = 0u64;
+    while file_sent < len {
+        let mut off = (offset + file_sent) as i64;
+        let want = (len - file_sent).min(1 << 30) as usize;
+        let sent = call(&mut || {
+            // SAFETY: both descriptors are open for the duration of the call.
+            let (out, input) = unsafe {
+                (
+                    BorrowedFd::borrow_raw(fd),
+                    BorrowedFd::borrow_raw(file.as_raw_fd()),
+                )
+            };
+            nix::sys::sendfile::sendfile(out, input, Some(&mut off), want).map_err(io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ))
+            }
+            Ok(n) => file_sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((head_sent, file_sent))
+}
+
+/// Wait until `tcp` takes more bytes, at most `idle`.
+async fn writable(tcp: &TcpStream, idle: Duration) -> io::Result<()> {
+    tokio::time::timeout(idle, tcp.writable())
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
 }

@@ -374,11 +374,9 @@ impl<I: Io> Conn<I> {
         if self.out.is_empty() {
             return Ok(());
         }
-        let result = tokio::time::timeout(timeout, self.io.write_all(&[&self.out]))
-            .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "write timed out"))?;
+        self.io.write_all(&[&self.out], timeout).await?;
         self.out.clear();
-        result
+        Ok(())
     }
 
     /// Answer a protocol error and close.

@@ -118,9 +118,18 @@ impl<I: Io> Conn<I> {
             &mut ex.resp,
             keep_alive,
         );
-        match started.into_sent() {
-            Ok(sent) => self.answered(ex, flight, sent),
-            Err(started) => Step::Sending(ex, started, flight),
+        let started = match started.into_sent() {
+            Ok(sent) => return self.answered(ex, flight, sent),
+            Err(started) => started,
+        };
+        // A large or file body: send what the socket takes now; wait only for the rest.
+        match respond::send_now(&mut self.io, &mut self.out, started) {
+            Ok(Ok(sent)) => self.answered(ex, flight, sent),
+            Ok(Err(started)) => Step::Sending(ex, started, flight),
+            Err(e) => {
+                tracing::debug!(peer = %self.peer.remote, "connection ended: {e}");
+                Step::Close { linger: false }
+            }
         }
     }
 

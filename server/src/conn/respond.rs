@@ -14,10 +14,6 @@ use crate::http::status::bodiless;
 /// Bodies up to this size are copied next to the head.
 const INLINE_BODY: usize = 16 * 1024;
 
-/// Large bodies go out in pieces of this size, each bounded by the write timeout: a peer that
-/// takes no whole piece within `timeouts.write` is dropped, one that keeps reading is not.
-pub const WRITE_PIECE: usize = 256 * 1024;
-
 /// What the connection should do after a response.
 pub struct Sent {
     pub keep_alive: bool,
@@ -46,6 +42,8 @@ pub struct Started {
     sent: Sent,
     /// What is left to write after `out` (`Empty` when nothing).
     rest: Body,
+    /// Bytes of `rest` already written.
+    done: u64,
     framing: Framing,
 }
 
@@ -99,6 +97,7 @@ pub fn start_response(
         return Started {
             sent,
             rest: Body::Empty,
+            done: 0,
             framing,
         };
     }
@@ -123,8 +122,47 @@ pub fn start_response(
     Started {
         sent,
         rest,
+        done: 0,
         framing,
     }
+}
+
+/// Write what the transport takes now of `out` and of a large or file body: `Ok(Ok(_))` when
+/// all of it went, `Ok(Err(_))` with what is left for [`send_rest`]. Never waits.
+pub fn send_now<I: Io>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    mut started: Started,
+) -> io::Result<Result<Sent, Started>> {
+    let done = started.done as usize;
+    let (head_sent, body_sent) = match &started.rest {
+        Body::File(range) => {
+            let from = range.offset + started.done;
+            io.try_send_file(out, &range.file, from, range.len - started.done)?
+        }
+        Body::Bytes(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
+        Body::Shared(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
+        _ => return Ok(Err(started)),
+    };
+    out.drain(..head_sent);
+    started.done += body_sent;
+    if out.is_empty() && Some(started.done) == started.rest.len() {
+        return Ok(Ok(started.sent));
+    }
+    Ok(Err(started))
+}
+
+/// What the transport takes now of `bufs` (`WouldBlock` is none of it).
+fn write_now<I: Io>(io: &mut I, bufs: &[&[u8]]) -> io::Result<usize> {
+    match io.try_write(bufs) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        other => other,
+    }
+}
+
+/// `n` bytes written of a head of `head` bytes and a body: how many of each.
+fn written(head: usize, n: usize) -> (usize, u64) {
+    (n.min(head), n.saturating_sub(head) as u64)
 }
 
 /// Write `out` and what [`start_response`] left of the body.
@@ -137,32 +175,27 @@ pub async fn send_rest<I: Io>(
     let Started {
         sent,
         rest,
+        done,
         framing,
     } = started;
     let mut body_bytes = sent.body_bytes;
     match rest {
         Body::Empty | Body::Upgrade(_) => return Ok(sent),
         Body::Bytes(b) => {
-            write_pieces(io, timeout, out, &b).await?;
+            io.write_all(&[out, &b[done as usize..]], timeout).await?;
             out.clear();
         }
         Body::Shared(b) => {
-            write_pieces(io, timeout, out, &b).await?;
+            io.write_all(&[out, &b[done as usize..]], timeout).await?;
             out.clear();
         }
         Body::File(range) => {
-            with_timeout(timeout, io.write_all(&[out])).await?;
+            let (from, len) = (range.offset + done, range.len - done);
+            io.send_file(out, &range.file, from, len, timeout).await?;
             out.clear();
-            let end = range.offset + range.len;
-            let mut at = range.offset;
-            while at < end {
-                let len = (end - at).min(WRITE_PIECE as u64);
-                with_timeout(timeout, io.send_file(&range.file, at, len)).await?;
-                at += len;
-            }
         }
         Body::Stream(mut stream) => {
-            with_timeout(timeout, io.write_all(&[out])).await?;
+            io.write_all(&[out], timeout).await?;
             out.clear();
             let chunked = framing == Framing::Chunked;
             let mut sent: u64 = 0;
@@ -194,10 +227,10 @@ pub async fn send_rest<I: Io>(
                         body_bytes += chunk.len() as u64;
                         if chunked {
                             write_chunk(out, &chunk);
-                            write_pieces(io, timeout, &[], out).await?;
+                            io.write_all(&[out], timeout).await?;
                             out.clear();
                         } else {
-                            write_pieces(io, timeout, &[], &chunk).await?;
+                            io.write_all(&[&chunk], timeout).await?;
                         }
                     }
                     Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => {
@@ -246,31 +279,6 @@ fn take_upgrade(resp: &mut Response, minor: u8) -> Option<TunnelBox> {
     tracing::error!("a 101 response needs an upgrade body and an HTTP/1.1 request; answering 500");
     error_response(resp, 500, "");
     None
-}
-
-/// Write `head` then `body`, in pieces of at most `WRITE_PIECE` body bytes, each within
-/// `limit`.
-async fn write_pieces<I: Io>(
-    io: &mut I,
-    limit: Duration,
-    head: &[u8],
-    body: &[u8],
-) -> io::Result<()> {
-    let first = body.len().min(WRITE_PIECE);
-    with_timeout(limit, io.write_all(&[head, &body[..first]])).await?;
-    for piece in body[first..].chunks(WRITE_PIECE) {
-        with_timeout(limit, io.write_all(&[piece])).await?;
-    }
-    Ok(())
-}
-
-async fn with_timeout(
-    limit: Duration,
-    fut: impl std::future::Future<Output = io::Result<()>>,
-) -> io::Result<()> {
-    tokio::time::timeout(limit, fut)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
 }
 
 async fn timed_value<T>(

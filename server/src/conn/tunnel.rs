@@ -92,11 +92,7 @@ pub async fn splice<I: Io>(
             }
             Event::Upstream(r) => match r? {
                 0 => return Ok(()),
-                n => tokio::time::timeout(idle, io.write_all(&[&down[..n]]))
-                    .await
-                    .map_err(|_| {
-                        io::Error::new(io::ErrorKind::TimedOut, "client write timed out")
-                    })??,
+                n => io.write_all(&[&down[..n]], idle).await?,
             },
         }
     }

@@ -9,10 +9,11 @@
 use std::io::{self, IoSlice, Write};
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use osprey_sdk::OpenFile;
 
-use crate::conn::io::{advance, slices, Io};
+use crate::conn::io::{advance, send_file_now, slices, Io};
 
 /// A just-accepted connection, not registered with the event loop: it can read and write
 /// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
@@ -86,11 +87,28 @@ impl Io for FreshTcp {
         write_fresh(&self.0, bufs)
     }
 
-    async fn write_all(&mut self, _bufs: &[&[u8]]) -> io::Result<()> {
+    fn try_send_file(
+        &mut self,
+        head: &[u8],
+        file: &OpenFile,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<(usize, u64)> {
+        send_file_now(self.0.as_raw_fd(), head, file, offset, len, |call| call())
+    }
+
+    async fn write_all(&mut self, _bufs: &[&[u8]], _idle: Duration) -> io::Result<()> {
         Err(must_wait())
     }
 
-    async fn send_file(&mut self, _file: &OpenFile, _offset: u64, _len: u64) -> io::Result<()> {
+    async fn send_file(
+        &mut self,
+        _head: &[u8],
+        _file: &OpenFile,
+        _offset: u64,
+        _len: u64,
+        _idle: Duration,
+    ) -> io::Result<()> {
         Err(must_wait())
     }
 

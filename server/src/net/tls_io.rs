@@ -18,6 +18,8 @@ use crate::conn::io::Io;
 
 /// Bytes read from a file per TLS write (several full TLS records).
 const FILE_CHUNK: usize = 64 * 1024;
+/// How long a closing connection may take to accept its close_notify alert.
+const CLOSE_NOTIFY_TIME: Duration = Duration::from_secs(2);
 /// File chunk buffers kept per thread for reuse.
 const MAX_POOLED_CHUNKS: usize = 16;
 
@@ -94,7 +96,7 @@ async fn plain_http_error(tcp: &mut TcpStream) {
         false,
     );
     out.extend_from_slice(body.as_ref());
-    if tokio::time::timeout(Duration::from_secs(5), Io::write_all(tcp, &[&out]))
+    if Io::write_all(tcp, &[&out], Duration::from_secs(5))
         .await
         .is_ok()
     {
@@ -151,10 +153,13 @@ impl TlsIo {
         Ok(true)
     }
 
-    /// Write every pending TLS record, waiting for the socket as needed.
-    async fn flush_tls(&mut self) -> io::Result<()> {
+    /// Write every pending TLS record, waiting for the socket as needed (at most `idle` for
+    /// each wait).
+    async fn flush_tls(&mut self, idle: Duration) -> io::Result<()> {
         while !self.push_tls()? {
-            self.tcp.writable().await?;
+            tokio::time::timeout(idle, self.tcp.writable())
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))??;
         }
         Ok(())
     }
@@ -211,7 +216,7 @@ impl Io for TlsIo {
         }
     }
 
-    async fn write_all(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+    async fn write_all(&mut self, bufs: &[&[u8]], idle: Duration) -> io::Result<()> {
         for b in bufs {
             let mut rest: &[u8] = b;
             while !rest.is_empty() {
@@ -219,16 +224,24 @@ impl Io for TlsIo {
                 rest = &rest[n..];
                 if !rest.is_empty() {
                     // rustls's send buffer is full: drain it to the socket.
-                    self.flush_tls().await?;
+                    self.flush_tls(idle).await?;
                 }
             }
         }
-        self.flush_tls().await
+        self.flush_tls(idle).await
     }
 
     /// Read the range in large chunks with pread(2) into a reused per-thread buffer and write
     /// them through TLS.
-    async fn send_file(&mut self, file: &OpenFile, offset: u64, len: u64) -> io::Result<()> {
+    async fn send_file(
+        &mut self,
+        head: &[u8],
+        file: &OpenFile,
+        offset: u64,
+        len: u64,
+        idle: Duration,
+    ) -> io::Result<()> {
+        self.write_all(&[head], idle).await?;
         let mut chunk = Chunk::take();
         // SAFETY: the file stays open for the duration of the call.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.as_raw_fd()) };
@@ -244,7 +257,7 @@ impl Io for TlsIo {
                     "file shrank while being sent",
                 ));
             }
-            self.write_all(&[&chunk.0[..n]]).await?;
+            self.write_all(&[&chunk.0[..n]], idle).await?;
             off += n as u64;
         }
         Ok(())
@@ -256,18 +269,14 @@ impl Io for TlsIo {
     }
 
     async fn finish_close(&mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.flush_tls()).await;
+        let _ = self.flush_tls(CLOSE_NOTIFY_TIME).await;
     }
 
     async fn close(&mut self) {
         self.tls.send_close_notify();
-        if tokio::time::timeout(Duration::from_secs(2), self.flush_tls())
-            .await
-            .is_err()
-        {
-            return;
+        if self.flush_tls(CLOSE_NOTIFY_TIME).await.is_ok() {
+            Io::close(&mut self.tcp).await;
         }
-        Io::close(&mut self.tcp).await;
     }
 }
 
