@@ -103,12 +103,6 @@ impl Exchange {
     fn method(&self) -> &str {
         self.head.method(&self.buf)
     }
-
-    /// An exchange whose request went to a busy pool and came back as a bare 503 (see
-    /// [`lost`]): no request view can be built from it any more.
-    fn is_lost(&self) -> bool {
-        self.buf.is_empty()
-    }
 }
 
 /// Fill `resp` with the core's error page.
@@ -413,8 +407,9 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)>
     };
     for i in (0..after_from).rev() {
         pending.count = i;
-        ex = run_after(site, ex, i, &key).await?;
-        if ex.is_lost() {
+        let busy;
+        (ex, busy) = run_after(site, ex, i, &key).await?;
+        if busy {
             break;
         }
     }
@@ -474,21 +469,8 @@ async fn run_handler(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, Answ
     Some((ex, answer))
 }
 
-/// An exchange whose buffer went to a busy pool: only the head survives, for framing.
-fn lost(head: Box<Head>, status: u16) -> Exchange {
-    let mut resp = Response::default();
-    error_response(&mut resp, status, "the server is busy");
-    Exchange {
-        buf: Vec::new(),
-        head,
-        body: BodyLoc::Owned(Vec::new()),
-        resp,
-        extra: Vec::new(),
-    }
-}
-
 /// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
-/// `Err` carries the final 503 answer of a busy pool (the request's bytes are gone).
+/// `Err` carries the final 503 answer of a busy pool.
 async fn run_before(
     site: Site<'_>,
     mut ex: Exchange,
@@ -510,33 +492,43 @@ async fn run_before(
     .await
 }
 
-async fn run_after(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Option<Exchange> {
+/// A filter's `after` step, inline or on the worker pool. `true`: the pool was busy and the
+/// exchange now carries its 503 (the filters before this one are skipped).
+async fn run_after(
+    site: Site<'_>,
+    mut ex: Exchange,
+    filter: usize,
+    key: &str,
+) -> Option<(Exchange, bool)> {
     let f = &site.route().filters[filter];
     let mode = site.view(&mut ex, |req, resp| f.after_mode(req, resp));
     if mode == Mode::Inline {
         site.view(&mut ex, |req, resp| f.after(req, RStr::from_str(key), resp));
-        return Some(ex);
+        return Some((ex, false));
     }
     let key = key.to_owned();
     let done = on_pool(site, ex, move |route, req, resp| {
         route.filters[filter].after(req, RStr::from_str(&key), resp)
     });
     match done.await? {
-        Ok((ex, ())) => Some(ex),
-        Err(busy) => Some(busy),
+        Ok((ex, ())) => Some((ex, false)),
+        Err(busy) => Some((busy, true)),
     }
 }
 
-/// Run `step` on the worker pool with the exchange moved there and back. `Err` carries a
-/// busy pool's 503 (only the head is left); `None`: the job failed and took the request.
+/// Run `step` on the worker pool with the exchange moved there and back. `Err`: the pool was
+/// full; the exchange carries a 503. `None`: the job failed and took the request.
 async fn on_pool<T: Send + 'static>(
     site: Site<'_>,
     mut ex: Exchange,
     step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
 ) -> Option<Result<(Exchange, T), Exchange>> {
+    let Some(place) = site.shared.pool.reserve() else {
+        error_response(&mut ex.resp, 503, "the server is busy");
+        return Some(Err(ex));
+    };
     let (shared, peer) = (site.shared.clone(), site.peer.clone());
     let (index, info_start) = (site.index, site.info_start);
-    let head = ex.head.clone();
     let job = move || {
         let route = shared.router.route(index);
         let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
@@ -544,9 +536,5 @@ async fn on_pool<T: Send + 'static>(
         });
         (ex, out)
     };
-    match site.shared.pool.run(job).await {
-        Ok(result) => Some(Ok(result)),
-        Err(crate::worker::PoolError::Busy) => Some(Err(lost(head, 503))),
-        Err(crate::worker::PoolError::Failed) => None,
-    }
+    place.run(job).await.map(Ok)
 }

@@ -97,8 +97,14 @@ fn warn_about_restart_only_changes(old: &Config, new: &Config) {
     if interfaces(old) != interfaces(new) {
         tracing::warn!("reload: listener changes take effect at the next restart");
     }
-    if old.workers != new.workers || old.cpu_affinity != new.cpu_affinity {
-        tracing::warn!("reload: `workers` and `cpu_affinity` take effect at the next restart");
+    if old.workers != new.workers
+        || old.cpu_affinity != new.cpu_affinity
+        || old.worker_pool.threads != new.worker_pool.threads
+    {
+        tracing::warn!(
+            "reload: `workers`, `cpu_affinity` and `worker_pool.threads` take effect at the \
+             next restart"
+        );
     }
     for (name, section) in &new.modules {
         if old.modules.get(name).is_none_or(|s| s.json != section.json) {

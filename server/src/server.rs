@@ -109,7 +109,7 @@ pub fn run(
     }
     after_bind()?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let blocking_threads = config.worker_pool.threads.div_ceil(workers).max(1);
+    crate::worker::start(config.worker_pool.threads);
     let cpu_affinity = config.cpu_affinity;
     let shared = Arc::new(shared);
     crate::reload::publish(shared.clone());
@@ -127,7 +127,6 @@ pub fn run(
                 // leave it (no LocalSet layer between them and the scheduler).
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
-                    .max_blocking_threads(blocking_threads)
                     .build_local(tokio::runtime::LocalOptions::default())
                     .expect("a tokio runtime");
                 runtime.block_on(network_thread(index, listeners, shared, stop, registry));
@@ -232,6 +231,7 @@ async fn network_thread(
         )));
     }
     let sweeping = tokio::task::spawn_local(crate::conn::wait::sweep());
+    tokio::task::spawn_local(crate::worker::serve_inbox());
     tokio::task::spawn_local(async {
         let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
         loop {
