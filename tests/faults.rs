@@ -116,7 +116,11 @@ fn a_full_worker_pool_gets_503_and_inline_routes_keep_answering() {
     let answers = read_n(&mut s, 2);
     assert_eq!(answers[0].status, 503);
     assert_eq!(answers[1].status, 200);
-    assert!(answers[1].text().contains("/echo/after"), "{}", answers[1].text());
+    assert!(
+        answers[1].text().contains("/echo/after"),
+        "{}",
+        answers[1].text()
+    );
     // ... and inline routes answer, on every network thread, while the worker sleeps.
     for i in 0..10 {
         assert_eq!(ask(&srv, &format!("/echo/{i}")).status, 200);

@@ -201,6 +201,16 @@ impl<I: Io> Conn<I> {
     /// something; go on with [`Conn::finish`] (with what is left of a request) and
     /// [`Conn::serve`] on a transport that can wait.
     pub fn answer_arrived(&mut self) -> Arrived {
+        let arrived = self.answer_arrived_inner();
+        if let Arrived::Closed = arrived {
+            // The buffers go back to the pool for the next connection.
+            pool::give_buffer(std::mem::take(&mut self.buf));
+            pool::give_buffer(std::mem::take(&mut self.out));
+        }
+        arrived
+    }
+
+    fn answer_arrived_inner(&mut self) -> Arrived {
         self.buf = pool::take_buffer();
         match self.io.try_read(&mut self.buf) {
             Ok(0) => return Arrived::Closed,
