@@ -75,7 +75,7 @@ impl Setup {
         let config = format!(
             r#"{{
   "load": [{{"so": "benchmark"}}, {{"so": "static"}}],
-  "listen": [{{"interface": "127.0.0.1:{port}", "backlog": 65535}}],
+  "listen": [{{"interface": "127.0.0.1:{port}", "backlog": 65535, "deferred": true}}],
   "workers": 1,
   "logging": {{"log_level": "warn"}},
   "limits": {{"max_connections": 65536, "max_requests_per_connection": 100000000}},
@@ -128,7 +128,7 @@ http {{
     uwsgi_temp_path {dir}/tmp;
     scgi_temp_path {dir}/tmp;
     server {{
-        listen 127.0.0.1:{port} backlog=65535 reuseport;
+        listen 127.0.0.1:{port} backlog=65535 reuseport deferred;
         root {www};
         location = /benchmark-inprocess {{ default_type text/html; return 200 '<p>Hello, world!</p>'; }}
         location = /benchmark-inworker {{ default_type text/html; return 200 '<p>Hello, world!</p>'; }}

@@ -202,6 +202,7 @@ fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {
             let listen = ListenConfig {
                 interface: interface.clone(),
                 backlog: 4096,
+                deferred: true,
                 secure,
                 cert: cli.cert.clone().filter(|_| secure),
                 key: cli.key.clone().filter(|_| secure),

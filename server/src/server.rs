@@ -93,7 +93,7 @@ pub fn run(
         let mut listeners = Vec::new();
         for (i, l) in config.listen.iter().enumerate() {
             let addr = crate::net::parse_interface(&l.interface)?;
-            let socket = crate::net::bind(addr, l.backlog)
+            let socket = crate::net::bind(addr, l.backlog, l.deferred)
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
             listeners.push(Listener {
                 socket,

@@ -339,4 +339,12 @@ mod tests {
         let e = Config::parse("p", r#"{"listen": [{"interface": "nope"}]}"#).unwrap_err();
         assert!(e.message.contains("listen[0]"), "{e}");
     }
+
+    #[test]
+    fn listeners_defer_accepting_unless_told_not_to() {
+        let text = r#"{"listen": [{"interface": ":1"}, {"interface": ":2", "deferred": false}]}"#;
+        let c = Config::parse("p", text).unwrap();
+        assert!(c.listen[0].deferred);
+        assert!(!c.listen[1].deferred);
+    }
 }

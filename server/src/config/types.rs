@@ -54,6 +54,10 @@ pub struct ListenConfig {
     pub interface: String,
     #[serde(default = "default_backlog")]
     pub backlog: i32,
+    /// TCP_DEFER_ACCEPT, as nginx's `deferred`: a connection is accepted once its first bytes
+    /// arrive, and answered at once.
+    #[serde(default = "default_deferred")]
+    pub deferred: bool,
     #[serde(default)]
     pub secure: bool,
     /// PEM certificate chain and key of a secure listener (else the `tls` section's).
@@ -65,6 +69,10 @@ pub struct ListenConfig {
 
 fn default_backlog() -> i32 {
     4096
+}
+
+fn default_deferred() -> bool {
+    true
 }
 
 #[derive(Deserialize, Clone, Debug, Default)]

@@ -31,7 +31,11 @@ pub fn check_unused(addr: SocketAddr) -> std::io::Result<()> {
 }
 
 /// A non-blocking listening socket with SO_REUSEPORT (several threads bind the same address).
-pub fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+pub fn bind(
+    addr: SocketAddr,
+    backlog: i32,
+    deferred: bool,
+) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
@@ -41,9 +45,35 @@ pub fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpList
     socket.set_nonblocking(true)?;
     // Accepted sockets inherit it: no setsockopt per connection.
     socket.set_tcp_nodelay(true)?;
+    if deferred {
+        // A connection that stays silent is still accepted after about a second (when the
+        // kernel gives up waiting), and then meets the header timeout.
+        defer_accept(&socket, 1)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
     Ok(socket.into())
+}
+
+/// TCP_DEFER_ACCEPT: `accept` returns a connection once its first bytes have arrived, so that
+/// it is answered at once: no readiness registration, no wake-up for the handshake alone.
+fn defer_accept(socket: &Socket, seconds: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket and an int option of the right size.
+    let done = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&seconds as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]
@@ -52,7 +82,7 @@ mod tests {
 
     #[test]
     fn a_port_in_use_is_detected_despite_reuseport() {
-        let ours = bind("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let ours = bind("127.0.0.1:0".parse().unwrap(), 16, true).unwrap();
         let addr = ours.local_addr().unwrap();
         assert_eq!(
             check_unused(addr).unwrap_err().kind(),
@@ -60,6 +90,31 @@ mod tests {
         );
         drop(ours);
         assert!(check_unused(addr).is_ok());
+    }
+
+    fn defer_seconds(listener: &std::net::TcpListener) -> libc::c_int {
+        use std::os::fd::AsRawFd;
+        let mut value: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a valid socket, an int and its size.
+        let done = unsafe {
+            libc::getsockopt(
+                listener.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(done, 0);
+        value
+    }
+
+    #[test]
+    fn accepting_is_deferred_unless_turned_off() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        assert!(defer_seconds(&bind(addr, 16, true).unwrap()) > 0);
+        assert_eq!(defer_seconds(&bind(addr, 16, false).unwrap()), 0);
     }
 
     #[test]
