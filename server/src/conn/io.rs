@@ -87,14 +87,44 @@ pub(crate) fn slices<'a>(
         .collect()
 }
 
-/// One write of `bufs` from `index`/`offset` on: send(2) for a single slice (cheaper in the
-/// kernel than writev), else writev(2).
-fn write_once(tcp: &TcpStream, bufs: &[&[u8]], index: usize, offset: usize) -> io::Result<usize> {
+/// One write of `bufs` from `index`/`offset` on: `single` (send(2), cheaper in the kernel than
+/// writev) for the last slice, else `vectored` (writev(2)).
+pub(crate) fn write_once(
+    bufs: &[&[u8]],
+    index: usize,
+    offset: usize,
+    single: impl FnOnce(&[u8]) -> io::Result<usize>,
+    vectored: impl FnOnce(&[IoSlice]) -> io::Result<usize>,
+) -> io::Result<usize> {
     if index + 1 == bufs.len() {
-        TcpStream::try_write(tcp, &bufs[index][offset..])
+        single(&bufs[index][offset..])
     } else {
-        tcp.try_write_vectored(&slices(bufs, index, offset))
+        vectored(&slices(bufs, index, offset))
     }
+}
+
+/// Write what the socket takes now of `bufs`, one [`write_once`] after another; `WouldBlock`
+/// only when it takes nothing.
+pub(crate) fn write_now(
+    bufs: &[&[u8]],
+    mut single: impl FnMut(&[u8]) -> io::Result<usize>,
+    mut vectored: impl FnMut(&[IoSlice]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut written = 0;
+    let (mut index, mut offset) = (0, 0);
+    advance(bufs, &mut index, &mut offset, 0);
+    while index < bufs.len() {
+        match write_once(bufs, index, offset, &mut single, &mut vectored) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                written += n;
+                advance(bufs, &mut index, &mut offset, n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && written > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(written)
 }
 
 /// Move `index`/`offset` past `written` bytes of `bufs` (and past empty slices).
@@ -138,28 +168,19 @@ impl Io for TcpStream {
     }
 
     fn try_write(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
-        let mut written = 0;
-        let (mut index, mut offset) = (0, 0);
-        advance(bufs, &mut index, &mut offset, 0);
-        while index < bufs.len() {
-            match write_once(self, bufs, index, offset) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    written += n;
-                    advance(bufs, &mut index, &mut offset, n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && written > 0 => break,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(written)
+        write_now(
+            bufs,
+            |b| TcpStream::try_write(self, b),
+            |v| self.try_write_vectored(v),
+        )
     }
 
     async fn write_all(&mut self, bufs: &[&[u8]], idle: Duration) -> io::Result<()> {
         let (mut index, mut offset) = (0, 0);
         advance(bufs, &mut index, &mut offset, 0);
         while index < bufs.len() {
-            match write_once(self, bufs, index, offset) {
+            let single = |b: &[u8]| TcpStream::try_write(self, b);
+            match write_once(bufs, index, offset, single, |v| self.try_write_vectored(v)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => advance(bufs, &mut index, &mut offset, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(self, idle).await?,

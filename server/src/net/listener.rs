@@ -57,16 +57,16 @@ pub fn bind(
 
 /// TCP_DEFER_ACCEPT: `accept` returns a connection once its first bytes have arrived, so that
 /// it is answered at once: no readiness registration, no wake-up for the handshake alone.
-fn defer_accept(socket: &Socket, seconds: libc::c_int) -> std::io::Result<()> {
+fn defer_accept(socket: &Socket, seconds: nix::libc::c_int) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid socket and an int option of the right size.
     let done = unsafe {
-        libc::setsockopt(
+        nix::libc::setsockopt(
             socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            (&seconds as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_DEFER_ACCEPT,
+            (&seconds as *const nix::libc::c_int).cast(),
+            std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
         )
     };
     if done == 0 {
@@ -92,17 +92,17 @@ mod tests {
         assert!(check_unused(addr).is_ok());
     }
 
-    fn defer_seconds(listener: &std::net::TcpListener) -> libc::c_int {
+    fn defer_seconds(listener: &std::net::TcpListener) -> nix::libc::c_int {
         use std::os::fd::AsRawFd;
-        let mut value: libc::c_int = -1;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        let mut value: nix::libc::c_int = -1;
+        let mut len = std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t;
         // SAFETY: a valid socket, an int and its size.
         let done = unsafe {
-            libc::getsockopt(
+            nix::libc::getsockopt(
                 listener.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_DEFER_ACCEPT,
-                (&mut value as *mut libc::c_int).cast(),
+                nix::libc::IPPROTO_TCP,
+                nix::libc::TCP_DEFER_ACCEPT,
+                (&mut value as *mut nix::libc::c_int).cast(),
                 &mut len,
             )
         };

@@ -6,14 +6,14 @@
 //! closes after its answer (a client's `Connection: close`) costs a read, a write and a close:
 //! no epoll registration and deregistration, and no task.
 
-use std::io::{self, IoSlice, Write};
+use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use osprey_sdk::OpenFile;
 
-use crate::conn::io::{advance, send_file_now, slices, Io};
+use crate::conn::io::{send_file_now, write_now, Io};
 
 /// A just-accepted connection, not registered with the event loop: it can read and write
 /// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
@@ -44,31 +44,6 @@ fn read_fresh(stream: &std::net::TcpStream, buf: &mut Vec<u8>) -> io::Result<usi
     Ok(n as usize)
 }
 
-/// Write what the socket takes now of `bufs`; `WouldBlock` when it takes nothing.
-fn write_fresh(mut stream: &std::net::TcpStream, bufs: &[&[u8]]) -> io::Result<usize> {
-    let mut written = 0;
-    let (mut index, mut offset) = (0, 0);
-    advance(bufs, &mut index, &mut offset, 0);
-    while index < bufs.len() {
-        let once = if index + 1 == bufs.len() {
-            stream.write(&bufs[index][offset..])
-        } else {
-            let slices: arrayvec::ArrayVec<IoSlice, 8> = slices(bufs, index, offset);
-            stream.write_vectored(&slices)
-        };
-        match once {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                written += n;
-                advance(bufs, &mut index, &mut offset, n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && written > 0 => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(written)
-}
-
 /// What a fresh connection cannot do without waiting.
 fn must_wait() -> io::Error {
     io::Error::other("a fresh connection cannot wait; register it first")
@@ -84,7 +59,11 @@ impl Io for FreshTcp {
     }
 
     fn try_write(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
-        write_fresh(&self.0, bufs)
+        write_now(
+            bufs,
+            |b| (&self.0).write(b),
+            |v| (&self.0).write_vectored(v),
+        )
     }
 
     fn try_send_file(
