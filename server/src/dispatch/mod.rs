@@ -3,115 +3,15 @@
 
 use std::sync::Arc;
 
-use arrayvec::ArrayVec;
 use async_ffi::LocalFfiFuture;
-use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RString, RVec};
-use osprey_sdk::{Header, HeaderPair, Mode, Outcome, Reply, Request, Response, Step};
+use osprey_sdk::abi_stable::std_types::{RStr, RString, RVec};
+use osprey_sdk::{Mode, Outcome, Reply, Request, Response, Step};
 
-use crate::http::parse::{Head, Span, MAX_HEADERS};
-use crate::http::status;
 use crate::router::Route;
 use crate::server::Shared;
 
-/// Where a request's body is.
-#[derive(Debug)]
-pub enum BodyLoc {
-    /// Contiguous in the read buffer (Content-Length bodies).
-    InBuf(Span),
-    /// Decoded from chunks.
-    Owned(Vec<u8>),
-}
-
-/// Facts about the connection a request came on.
-#[derive(Debug)]
-pub struct Peer {
-    /// `ip:port` of the client.
-    pub remote: String,
-    pub secure: bool,
-    pub http2: bool,
-}
-
-/// One request in flight and its response. It owns its bytes, so it can move to a worker
-/// thread and back.
-pub struct Exchange {
-    pub buf: Vec<u8>,
-    pub head: Box<Head>,
-    pub body: BodyLoc,
-    pub resp: Response,
-    /// Request headers set by filters (`Filter::request_headers`): each replaces the client's
-    /// headers of that name; an empty value removes them.
-    pub extra: Vec<HeaderPair>,
-}
-
-impl Exchange {
-    /// Build the borrowed request view and run `f` on it.
-    pub fn with_request<R>(
-        &mut self,
-        peer: &Peer,
-        prefix: &str,
-        info_start: usize,
-        f: impl FnOnce(&Request<'_>, &mut Response) -> R,
-    ) -> R {
-        let buf = &self.buf[..];
-        let head = &self.head;
-        let extra = &self.extra;
-        let replaced = |name: &str| extra.iter().any(|h| h.name.eq_ignore_ascii_case(name));
-        // Filled in place: collected, the array (4 KiB) would be copied on its way here.
-        let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = ArrayVec::new();
-        for (n, v) in head.headers.iter() {
-            let h = Header {
-                name: RStr::from_str(n.str(buf)),
-                value: RSlice::from_slice(v.get(buf)),
-            };
-            if extra.is_empty() || !replaced(&h.name) {
-                headers.push(h);
-            }
-        }
-        for h in extra.iter().filter(|h| !h.value.is_empty()) {
-            let _ = headers.try_push(Header {
-                name: RStr::from_str(&h.name),
-                value: RSlice::from_slice(h.value.as_bytes()),
-            });
-        }
-        let body: &[u8] = match &self.body {
-            BodyLoc::InBuf(span) => span.get(buf),
-            BodyLoc::Owned(v) => v,
-        };
-        let path = head.path(buf);
-        let req = Request {
-            method: RStr::from_str(head.method(buf)),
-            path: RStr::from_str(path),
-            query: RStr::from_str(head.query.str(buf)),
-            uri: RStr::from_str(if head.uri.is_empty() {
-                "/"
-            } else {
-                head.uri.str(buf)
-            }),
-            path_info: RStr::from_str(&path[info_start.min(path.len())..]),
-            route_prefix: RStr::from_str(prefix),
-            http_minor: head.minor,
-            http2: peer.http2,
-            host: RStr::from_str(head.host(buf)),
-            remote_addr: RStr::from_str(&peer.remote),
-            secure: peer.secure,
-            headers: RSlice::from_slice(&headers),
-            body: RSlice::from_slice(body),
-        };
-        f(&req, &mut self.resp)
-    }
-
-    fn method(&self) -> &str {
-        self.head.method(&self.buf)
-    }
-}
-
-/// Fill `resp` with the core's error page.
-pub fn error_response(resp: &mut Response, status: u16, detail: &str) {
-    resp.clear();
-    resp.status(status)
-        .content_type("text/html; charset=utf-8")
-        .body(status::error_page(status, detail));
-}
+mod exchange;
+pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 
 /// A handler result that can come back from a worker thread.
 enum Answer {
