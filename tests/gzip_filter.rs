@@ -56,6 +56,7 @@ fn raw_bytes(srv: &Server, req: &[u8]) -> Vec<u8> {
     s.write_all(req).unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
+    srv.explain_if_empty(&out);
     out
 }
 

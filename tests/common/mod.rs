@@ -113,6 +113,18 @@ impl Server {
     /// Start with `workers` network threads, run through `wrapper` (a command and its
     /// arguments that ends by executing the server, e.g. `["prlimit", "--nofile=64"]`).
     pub fn start_custom(config: &str, wrapper: &[&str], workers: usize, args: &[&str]) -> Server {
+        // A free port can be taken by someone else (another process, or a client's
+        // ephemeral port) before the server binds it: then it says so, and another is tried.
+        for _ in 0..5 {
+            let mut server = Self::spawn(config, wrapper, workers, args);
+            if server.wait_ready(!args.contains(&"-l")) {
+                return server;
+            }
+        }
+        panic!("osprey found no free port in five tries");
+    }
+
+    fn spawn(config: &str, wrapper: &[&str], workers: usize, args: &[&str]) -> Server {
         let dir = TempDir::new("srv");
         let conf = dir.write("osprey.json", config);
         let port = free_port();
@@ -139,24 +151,32 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().expect("osprey starts");
-        let mut server = Server {
+        Server {
             child,
             port,
             dir,
             log,
-        };
-        server.wait_ready();
-        server
+        }
     }
 
-    fn wait_ready(&mut self) {
+    /// Wait until the server listens on its port: `true`, or `false` when it exited because
+    /// the port was taken. `log_here`: its log is ours to read (no `-l`).
+    fn wait_ready(&mut self, log_here: bool) -> bool {
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("osprey exited early ({status}):\n{}", self.log_text());
+                let log = self.log_text();
+                if log.contains("Address already in use") {
+                    return false;
+                }
+                panic!("osprey exited early ({status}):\n{log}");
             }
-            if TcpStream::connect(self.addr()).is_ok() {
-                return;
+            // Its own line first: the port might otherwise be answered by whoever took it
+            // meanwhile (this server then fails to bind and exits).
+            let ours = format!("listening on {}", self.addr());
+            let bound = !log_here || self.log_text().contains(&ours);
+            if bound && TcpStream::connect(self.addr()).is_ok() {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -186,7 +206,16 @@ impl Server {
     pub fn raw(&self, request: &[u8]) -> String {
         let mut s = self.connect();
         s.write_all(request).unwrap();
-        read_to_close(&mut s)
+        let text = read_to_close(&mut s);
+        self.explain_if_empty(text.as_bytes());
+        text
+    }
+
+    /// An answer that is nothing at all fails the test further on: show the server's log.
+    pub fn explain_if_empty(&self, answer: &[u8]) {
+        if answer.is_empty() {
+            eprintln!("no answer from the server; its log:\n{}", self.log_text());
+        }
     }
 
     /// One GET on a new connection (with `Connection: close`).
