@@ -38,6 +38,7 @@ pub trait Io {
         _file: &OpenFile,
         _offset: u64,
         _len: u64,
+        _cork: Cork,
     ) -> io::Result<(usize, u64)> {
         Ok((0, 0))
     }
@@ -55,6 +56,7 @@ pub trait Io {
         file: &OpenFile,
         offset: u64,
         len: u64,
+        cork: Cork,
         idle: Duration,
     ) -> io::Result<()>;
 
@@ -71,6 +73,31 @@ pub trait Io {
 
     /// Write what [`Io::close_now`] could not.
     async fn finish_close(&mut self) {}
+}
+
+/// Whether a file body is sent corked (TCP_CORK, as nginx's `tcp_nopush`). sendfile(2) moves
+/// a file in rounds of 64 KiB and pushes each round's tail as a short segment of its own;
+/// corked, only full segments leave until the body is done.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cork {
+    /// Small enough for one round: the head's MSG_MORE is all it needs.
+    No,
+    /// Uncorked once the body is out (the connection goes on).
+    UntilDone,
+    /// Left corked: the close that follows pushes the tail, with the FIN in its segment.
+    UntilClose,
+}
+
+impl Cork {
+    /// For a file body of `len` bytes on a connection that closes after it or not.
+    pub fn for_file(len: u64, closing: bool) -> Cork {
+        const ROUND: u64 = 64 * 1024;
+        match (len > ROUND, closing) {
+            (false, _) => Cork::No,
+            (true, false) => Cork::UntilDone,
+            (true, true) => Cork::UntilClose,
+        }
+    }
 }
 
 /// Slices of `bufs` from `index`/`offset` on, at most 8, for one vectored write.
@@ -219,9 +246,10 @@ impl Io for TcpStream {
         file: &OpenFile,
         offset: u64,
         len: u64,
+        cork: Cork,
     ) -> io::Result<(usize, u64)> {
         let fd = self.as_raw_fd();
-        send_file_now(fd, head, file, offset, len, |call| {
+        send_file_now(fd, head, file, offset, len, cork, |call| {
             self.try_io(tokio::io::Interest::WRITABLE, call)
         })
     }
@@ -233,10 +261,11 @@ impl Io for TcpStream {
         file: &OpenFile,
         mut offset: u64,
         mut len: u64,
+        cork: Cork,
         idle: Duration,
     ) -> io::Result<()> {
         loop {
-            let (head_sent, file_sent) = Io::try_send_file(self, head, file, offset, len)?;
+            let (head_sent, file_sent) = Io::try_send_file(self, head, file, offset, len, cork)?;
             head = &head[head_sent..];
             (offset, len) = (offset + file_sent, len - file_sent);
             if head.is_empty() && len == 0 {
@@ -249,14 +278,15 @@ impl Io for TcpStream {
 
 /// Send what socket `fd` takes now of `head`, then of `len` bytes of `file` from `offset`:
 /// how many bytes of each went. The head goes with MSG_MORE, so that it leaves in one segment
-/// with the file's first bytes (as nginx's `tcp_nopush`). `call` makes one system call
-/// (through the event loop's readiness, for a registered socket).
+/// with the file's first bytes (as nginx's `tcp_nopush`); a large file is sent as `cork` says. `call` makes one
+/// system call (through the event loop's readiness, for a registered socket).
 pub(crate) fn send_file_now(
     fd: RawFd,
     head: &[u8],
     file: &OpenFile,
     offset: u64,
     len: u64,
+    cork: Cork,
     mut call: impl FnMut(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<(usize, u64)> {
     use nix::libc::{MSG_MORE, MSG_NOSIGNAL};
@@ -265,6 +295,13 @@ pub(crate) fn send_file_now(
     } else {
         MSG_NOSIGNAL
     };
+    // SAFETY: the socket is open for the duration of the call.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let socket = socket2::SockRef::from(&borrowed);
+    // The head is only unsent on the first call for a body.
+    if cork != Cork::No && !head.is_empty() {
+        socket.set_tcp_cork(true)?;
+    }
     let mut head_sent = 0;
     while head_sent < head.len() {
         let rest = &head[head_sent..];
@@ -304,6 +341,9 @@ pub(crate) fn send_file_now(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
+    }
+    if cork == Cork::UntilDone && file_sent == len {
+        socket.set_tcp_cork(false)?;
     }
     Ok((head_sent, file_sent))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use osprey_sdk::{Body, FfiPoll, Response, TunnelBox};
 
-use super::io::Io;
+use super::io::{Cork, Io};
 use crate::dispatch::error_response;
 use crate::http::encode::{invalid_header, write_chunk, write_head, Framing, LAST_CHUNK};
 use crate::http::status::bodiless;
@@ -138,7 +138,8 @@ pub fn send_now<I: Io>(
     let (head_sent, body_sent) = match &started.rest {
         Body::File(range) => {
             let from = range.offset + started.done;
-            io.try_send_file(out, &range.file, from, range.len - started.done)?
+            let cork = Cork::for_file(range.len, !started.sent.keep_alive);
+            io.try_send_file(out, &range.file, from, range.len - started.done, cork)?
         }
         Body::Bytes(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
         Body::Shared(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
@@ -191,7 +192,9 @@ pub async fn send_rest<I: Io>(
         }
         Body::File(range) => {
             let (from, len) = (range.offset + done, range.len - done);
-            io.send_file(out, &range.file, from, len, timeout).await?;
+            let cork = Cork::for_file(range.len, !sent.keep_alive);
+            io.send_file(out, &range.file, from, len, cork, timeout)
+                .await?;
             out.clear();
         }
         Body::Stream(mut stream) => {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use osprey_sdk::OpenFile;
 
-use crate::conn::io::{send_file_now, write_now, Io};
+use crate::conn::io::{send_file_now, write_now, Cork, Io};
 
 /// A just-accepted connection, not registered with the event loop: it can read and write
 /// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
@@ -72,8 +72,11 @@ impl Io for FreshTcp {
         file: &OpenFile,
         offset: u64,
         len: u64,
+        cork: Cork,
     ) -> io::Result<(usize, u64)> {
-        send_file_now(self.0.as_raw_fd(), head, file, offset, len, |call| call())
+        send_file_now(self.0.as_raw_fd(), head, file, offset, len, cork, |call| {
+            call()
+        })
     }
 
     async fn write_all(&mut self, _bufs: &[&[u8]], _idle: Duration) -> io::Result<()> {
@@ -86,6 +89,7 @@ impl Io for FreshTcp {
         _file: &OpenFile,
         _offset: u64,
         _len: u64,
+        _cork: Cork,
         _idle: Duration,
     ) -> io::Result<()> {
         Err(must_wait())
@@ -124,5 +128,54 @@ mod tests {
         let mut got = [0u8; 4];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"pong");
+    }
+
+    /// Send a head and a 200 KiB file on a fresh connection as `cork` says, the client
+    /// reading meanwhile; the socket's TCP_CORK during and after, and what arrived.
+    fn send_file_corked(cork: Cork) -> (bool, bool, usize) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).unwrap();
+            got.len()
+        });
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("osprey-cork-{}-{cork:?}", std::process::id()));
+        std::fs::write(&path, vec![b'x'; 200 * 1024]).unwrap();
+        let file = OpenFile::new(std::fs::File::open(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        let mut tcp = FreshTcp(server);
+        let (mut head, mut offset, len) = (&b"HEAD"[..], 0u64, 200 * 1024u64);
+        let mut corked_while_sending = false;
+        while !head.is_empty() || offset < len {
+            let (h, f) = tcp
+                .try_send_file(head, &file, offset, len - offset, cork)
+                .unwrap();
+            (head, offset) = (&head[h..], offset + f);
+            if offset < len {
+                corked_while_sending |= socket2::SockRef::from(&tcp.0).tcp_cork().unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let corked_after = socket2::SockRef::from(&tcp.0).tcp_cork().unwrap();
+        drop(tcp);
+        (corked_while_sending, corked_after, reader.join().unwrap())
+    }
+
+    #[test]
+    fn large_files_are_sent_corked_until_done_or_until_the_close() {
+        let all = 4 + 200 * 1024;
+        let (during, after, got) = send_file_corked(Cork::UntilDone);
+        assert!(!after && got == all, "{during} {after} {got}");
+        let (_, after, got) = send_file_corked(Cork::UntilClose);
+        assert!(after && got == all, "{after} {got}");
+        let (during, after, got) = send_file_corked(Cork::No);
+        assert!(!during && !after && got == all, "{during} {after} {got}");
+        assert_eq!(Cork::for_file(64 * 1024, true), Cork::No);
+        assert_eq!(Cork::for_file(64 * 1024 + 1, false), Cork::UntilDone);
+        assert_eq!(Cork::for_file(64 * 1024 + 1, true), Cork::UntilClose);
     }
 }

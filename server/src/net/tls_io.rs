@@ -14,7 +14,7 @@ use rustls::{ServerConfig, ServerConnection};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::conn::io::Io;
+use crate::conn::io::{Cork, Io};
 
 /// Bytes read from a file per TLS write (several full TLS records).
 const FILE_CHUNK: usize = 64 * 1024;
@@ -239,6 +239,7 @@ impl Io for TlsIo {
         file: &OpenFile,
         offset: u64,
         len: u64,
+        _cork: Cork,
         idle: Duration,
     ) -> io::Result<()> {
         self.write_all(&[head], idle).await?;
