@@ -29,6 +29,12 @@ pub trait Io {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
+    /// [`Io::try_write`] of the last bytes before a close: they may wait for it, so that the
+    /// FIN leaves in their segment instead of one of its own.
+    fn try_write_last(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        self.try_write(bufs)
+    }
+
     /// Write what the transport takes now of `head`, then of `len` bytes of `file` from
     /// `offset`, without waiting: how many bytes of each went. The default sends nothing:
     /// callers then use `send_file`.
@@ -168,6 +174,20 @@ pub(crate) fn advance(bufs: &[&[u8]], index: &mut usize, offset: &mut usize, mut
     }
 }
 
+/// send(2) on socket `fd`. `more` (MSG_MORE): the bytes may wait for what follows (more
+/// bytes, or the FIN of a close) to leave in the same segment.
+pub(crate) fn send_on(fd: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
+    use nix::libc::{MSG_MORE, MSG_NOSIGNAL};
+    let flags = if more {
+        MSG_MORE | MSG_NOSIGNAL
+    } else {
+        MSG_NOSIGNAL
+    };
+    // SAFETY: `buf` is valid for reads of its length for the whole call.
+    let n = unsafe { nix::libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// Lingering close: how long and how much to drain.
 const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
@@ -198,6 +218,15 @@ impl Io for TcpStream {
         write_now(
             bufs,
             |b| TcpStream::try_write(self, b),
+            |v| self.try_write_vectored(v),
+        )
+    }
+
+    fn try_write_last(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        let fd = self.as_raw_fd();
+        write_now(
+            bufs,
+            |b| self.try_io(tokio::io::Interest::WRITABLE, || send_on(fd, b, true)),
             |v| self.try_write_vectored(v),
         )
     }
@@ -289,12 +318,6 @@ pub(crate) fn send_file_now(
     cork: Cork,
     mut call: impl FnMut(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<(usize, u64)> {
-    use nix::libc::{MSG_MORE, MSG_NOSIGNAL};
-    let flags = if len > 0 {
-        MSG_MORE | MSG_NOSIGNAL
-    } else {
-        MSG_NOSIGNAL
-    };
     // SAFETY: the socket is open for the duration of the call.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let socket = socket2::SockRef::from(&borrowed);
@@ -305,11 +328,7 @@ pub(crate) fn send_file_now(
     let mut head_sent = 0;
     while head_sent < head.len() {
         let rest = &head[head_sent..];
-        let sent = call(&mut || {
-            // SAFETY: `rest` is valid for reads of its length for the whole call.
-            let n = unsafe { nix::libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
-            usize::try_from(n).map_err(|_| io::Error::last_os_error())
-        });
+        let sent = call(&mut || send_on(fd, rest, len > 0));
         match sent {
             Ok(n) => head_sent += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((head_sent, 0)),

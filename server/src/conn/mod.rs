@@ -175,13 +175,13 @@ impl<I: Io> Conn<I> {
             let used = head.len;
             match self.serve_now(head, BodyLoc::InBuf(Span::default()), used) {
                 Step::KeepAlive { flush: false } => return Ok(true),
-                Step::KeepAlive { flush: true } => match self.flush_now() {
+                Step::KeepAlive { flush: true } => match self.flush_now(false) {
                     Ok(true) => return Ok(true),
                     Ok(false) => Waiting::Step(Step::KeepAlive { flush: true }),
                     Err(_) => return Ok(false),
                 },
                 // The client asked to close and everything is answered: done.
-                Step::Close { linger: false } => match self.flush_now() {
+                Step::Close { linger: false } => match self.flush_now(true) {
                     Ok(true) if self.io.close_now() => {
                         self.stats.set(State::Idle);
                         return Ok(false);
@@ -324,7 +324,7 @@ impl<I: Io> Conn<I> {
                 }
                 // Before waiting, send what pipelined requests produced (rare here: requests
                 // flush unless another head is already buffered; boxed to keep idle tasks small).
-                if !self.out.is_empty() && !self.flush_now().map_err(|_| HeadError::Closed)? {
+                if !self.out.is_empty() && !self.flush_now(false).map_err(|_| HeadError::Closed)? {
                     let write = self.shared.timeouts.write;
                     let flushing = Box::pin(self.flush(write));
                     flushing.await.map_err(|_| HeadError::Closed)?;
@@ -368,9 +368,16 @@ impl<I: Io> Conn<I> {
         }
     }
 
-    /// Write `out` if the socket takes all of it now. `Ok(false)`: some is left.
-    fn flush_now(&mut self) -> std::io::Result<bool> {
-        match self.io.try_write(&[&self.out]) {
+    /// Write what the transport takes now of `out`: whether all of it went. `last`: the
+    /// connection closes next.
+    fn flush_now(&mut self, last: bool) -> std::io::Result<bool> {
+        let bufs = [&self.out[..]];
+        let written = if last {
+            self.io.try_write_last(&bufs)
+        } else {
+            self.io.try_write(&bufs)
+        };
+        match written {
             Ok(n) => {
                 self.out.drain(..n);
                 Ok(self.out.is_empty())

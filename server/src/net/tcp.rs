@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use osprey_sdk::OpenFile;
 
-use crate::conn::io::{send_file_now, write_now, Cork, Io};
+use crate::conn::io::{send_file_now, send_on, write_now, Cork, Io};
 
 /// A just-accepted connection, not registered with the event loop: it can read and write
 /// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
@@ -62,6 +62,15 @@ impl Io for FreshTcp {
         write_now(
             bufs,
             |b| (&self.0).write(b),
+            |v| (&self.0).write_vectored(v),
+        )
+    }
+
+    fn try_write_last(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        let fd = self.0.as_raw_fd();
+        write_now(
+            bufs,
+            |b| send_on(fd, b, true),
             |v| (&self.0).write_vectored(v),
         )
     }
@@ -128,6 +137,26 @@ mod tests {
         let mut got = [0u8; 4];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"pong");
+    }
+
+    #[test]
+    fn last_bytes_wait_for_the_close_and_leave_with_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let mut tcp = FreshTcp(server);
+        assert_eq!(tcp.try_write_last(&[b"bye"]).unwrap(), 3);
+        std::thread::sleep(Duration::from_millis(50));
+        client.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let held = client.read_to_end(&mut got).unwrap_err();
+        assert_eq!(held.kind(), io::ErrorKind::WouldBlock);
+        assert!(got.is_empty(), "sent before the close: {got:?}");
+        drop(tcp);
+        client.set_nonblocking(false).unwrap();
+        client.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"bye");
     }
 
     /// Send a head and a 200 KiB file on a fresh connection as `cork` says, the client
