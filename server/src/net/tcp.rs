@@ -112,13 +112,18 @@ mod tests {
     use super::*;
     use std::io::Read;
 
-    #[test]
-    fn reads_and_writes_what_the_socket_allows_now() {
+    /// A client and the fresh (non-blocking) server side of its connection.
+    fn connected() -> (std::net::TcpStream, FreshTcp) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         server.set_nonblocking(true).unwrap();
-        let mut tcp = FreshTcp(server);
+        (client, FreshTcp(server))
+    }
+
+    #[test]
+    fn reads_and_writes_what_the_socket_allows_now() {
+        let (mut client, mut tcp) = connected();
         let mut buf = Vec::new();
         assert_eq!(
             tcp.try_read(&mut buf).unwrap_err().kind(),
@@ -141,11 +146,7 @@ mod tests {
 
     #[test]
     fn last_bytes_wait_for_the_close_and_leave_with_it() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        server.set_nonblocking(true).unwrap();
-        let mut tcp = FreshTcp(server);
+        let (mut client, mut tcp) = connected();
         assert_eq!(tcp.try_write_last(&[b"bye"]).unwrap(), 3);
         std::thread::sleep(Duration::from_millis(50));
         client.set_nonblocking(true).unwrap();
@@ -162,21 +163,17 @@ mod tests {
     /// Send a head and a 200 KiB file on a fresh connection as `cork` says, the client
     /// reading meanwhile; the socket's TCP_CORK during and after, and what arrived.
     fn send_file_corked(cork: Cork) -> (bool, bool, usize) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut client, mut tcp) = connected();
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
             client.read_to_end(&mut got).unwrap();
             got.len()
         });
-        let (server, _) = listener.accept().unwrap();
-        server.set_nonblocking(true).unwrap();
         let path =
             std::env::temp_dir().join(format!("osprey-cork-{}-{cork:?}", std::process::id()));
         std::fs::write(&path, vec![b'x'; 200 * 1024]).unwrap();
         let file = OpenFile::new(std::fs::File::open(&path).unwrap());
         std::fs::remove_file(&path).unwrap();
-        let mut tcp = FreshTcp(server);
         let (mut head, mut offset, len) = (&b"HEAD"[..], 0u64, 200 * 1024u64);
         let mut corked_while_sending = false;
         while !head.is_empty() || offset < len {
