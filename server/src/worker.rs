@@ -2,7 +2,9 @@
 //! 503 rather than queueing without bound.
 //!
 //! Jobs go to a fixed set of threads through one queue; a thread is woken only when the queue
-//! was empty (a working thread wakes the next while jobs wait). Results come back to the
+//! was empty (a working thread wakes the next while jobs wait), and never while another woken
+//! thread has yet to start: short jobs are then drained by the threads already running
+//! instead of waking every thread in turn. Results come back to the
 //! network thread that asked in batches: it is woken once for every result that arrived since
 //! it last looked, not once per job, since each cross-thread wake costs a system call and a
 //! context switch.
@@ -217,6 +219,19 @@ struct Queue {
     jobs: VecDeque<Job>,
     /// Threads waiting for a job.
     idle: usize,
+    /// Of those, threads woken that have not taken the lock since.
+    woken: usize,
+}
+
+impl Queue {
+    /// Whether to wake a thread for waiting jobs: one is idle, and none is already on its way.
+    fn wake_one(&mut self) -> bool {
+        let wake = self.idle > self.woken;
+        if wake {
+            self.woken += 1;
+        }
+        wake
+    }
 }
 
 static THREADS: OnceLock<Threads> = OnceLock::new();
@@ -242,6 +257,7 @@ fn threads_with(count: usize) -> &'static Threads {
             queue: Mutex::new(Queue {
                 jobs: VecDeque::new(),
                 idle: 0,
+                woken: 0,
             }),
             ready: Condvar::new(),
         }
@@ -254,7 +270,7 @@ impl Threads {
         let was_empty = q.jobs.is_empty();
         q.jobs.extend(jobs);
         // A thread is already on its way when jobs were waiting.
-        if was_empty && q.idle > 0 {
+        if was_empty && q.wake_one() {
             self.ready.notify_one();
         }
     }
@@ -274,7 +290,7 @@ fn work() {
             let mut q = threads.queue.lock().unwrap();
             loop {
                 if let Some(job) = q.jobs.pop_front() {
-                    if !q.jobs.is_empty() && q.idle > 0 {
+                    if !q.jobs.is_empty() && q.wake_one() {
                         threads.ready.notify_one();
                     }
                     break job;
@@ -282,6 +298,8 @@ fn work() {
                 q.idle += 1;
                 q = threads.ready.wait(q).unwrap();
                 q.idle -= 1;
+                // Woken (or spuriously awake: either way, one fewer on its way).
+                q.woken = q.woken.saturating_sub(1);
             }
         };
         job();
