@@ -307,8 +307,9 @@ impl Io for TcpStream {
 
 /// Send what socket `fd` takes now of `head`, then of `len` bytes of `file` from `offset`:
 /// how many bytes of each went. The head goes with MSG_MORE, so that it leaves in one segment
-/// with the file's first bytes (as nginx's `tcp_nopush`); a large file is sent as `cork` says. `call` makes one
-/// system call (through the event loop's readiness, for a registered socket).
+/// with the file's first bytes (as nginx's `tcp_nopush`); a large file is sent as `cork`
+/// says. `call` makes one system call (through the event loop's readiness, for a registered
+/// socket).
 pub(crate) fn send_file_now(
     fd: RawFd,
     head: &[u8],
@@ -319,8 +320,8 @@ pub(crate) fn send_file_now(
     mut call: impl FnMut(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<(usize, u64)> {
     // SAFETY: the socket is open for the duration of the call.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    let socket = socket2::SockRef::from(&borrowed);
+    let out = unsafe { BorrowedFd::borrow_raw(fd) };
+    let socket = socket2::SockRef::from(&out);
     // The head is only unsent on the first call for a body.
     if cork != Cork::No && !head.is_empty() {
         socket.set_tcp_cork(true)?;
@@ -340,13 +341,8 @@ pub(crate) fn send_file_now(
         let mut off = (offset + file_sent) as i64;
         let want = (len - file_sent).min(1 << 30) as usize;
         let sent = call(&mut || {
-            // SAFETY: both descriptors are open for the duration of the call.
-            let (out, input) = unsafe {
-                (
-                    BorrowedFd::borrow_raw(fd),
-                    BorrowedFd::borrow_raw(file.as_raw_fd()),
-                )
-            };
+            // SAFETY: the file is open for the duration of the call.
+            let input = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
             nix::sys::sendfile::sendfile(out, input, Some(&mut off), want).map_err(io::Error::from)
         });
         match sent {
