@@ -344,6 +344,38 @@ mod tests {
         });
     }
 
+    /// Jobs that block run side by side: each woken thread wakes the next while jobs wait.
+    #[test]
+    fn blocking_jobs_run_on_several_threads_at_once() {
+        local_runtime().block_on(async {
+            let pool = WorkerPool::new(100);
+            // The threads start awake; once idle, only wakes bring them to the jobs.
+            run(&pool, || ()).await;
+            std::thread::sleep(Duration::from_millis(100));
+            let started = Arc::new(AtomicUsize::new(0));
+            let jobs: Vec<_> = (0..4)
+                .map(|_| {
+                    let started = started.clone();
+                    pool.reserve().unwrap().run(move || {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        // Ends once all four run at the same time (or gives up).
+                        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                        while started.load(Ordering::SeqCst) < 4 {
+                            if std::time::Instant::now() > deadline {
+                                return false;
+                            }
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        true
+                    })
+                })
+                .collect();
+            for job in jobs {
+                assert_eq!(job.await, Some(true), "the jobs ran one after another");
+            }
+        });
+    }
+
     #[test]
     fn a_full_pool_has_no_place_and_a_panic_is_a_failure() {
         local_runtime().block_on(async {
