@@ -5,9 +5,12 @@
 use tokio::time::Instant;
 
 use super::respond::{self, Sent, Started};
-use super::{body, log_access, pool, tunnel, Conn, Io};
+use super::{body, pool, tunnel, Conn, Io};
 use crate::dispatch::Unfinished;
-use crate::dispatch::{dispatch_now, error_response, finish, BodyLoc, Exchange, Routed};
+use crate::dispatch::{
+    dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Exchange, Finished,
+    Routed,
+};
 use crate::http::parse::Head;
 use crate::stats::State;
 
@@ -86,7 +89,7 @@ impl<I: Io> Conn<I> {
                 && !super::wait::stopping(),
             client_close: !head.keep_alive,
             used,
-            started: crate::access_log::enabled().then(Instant::now),
+            started: start_clock(),
         };
         let ex = Exchange {
             buf: std::mem::take(&mut self.buf),
@@ -106,8 +109,6 @@ impl<I: Io> Conn<I> {
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
         let keep_alive = flight.keep_alive && !super::wait::stopping();
-        // Counted when answered, before its bytes leave.
-        self.stats.request();
         if self.out.capacity() == 0 {
             self.out = pool::take_buffer();
         }
@@ -136,16 +137,13 @@ impl<I: Io> Conn<I> {
     /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
     /// the connection does next.
     fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
-        if let Some(started) = flight.started {
-            log_access(
-                &self.peer,
-                &self.buf,
-                Some(&ex.head),
-                ex.resp.status,
-                sent.body_bytes,
-                started,
-            );
-        }
+        finished(Finished {
+            peer: &self.peer,
+            request: Some((&self.buf, &ex.head)),
+            status: ex.resp.status,
+            body_bytes: sent.body_bytes,
+            started: flight.started,
+        });
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
         // Keep pipelined bytes that follow this request.
@@ -188,10 +186,9 @@ impl<I: Io> Conn<I> {
                     self.answered(ex, flight, sent)
                 }
                 Step::Lost(flight) => {
-                    self.stats.request();
                     let mut resp = pool::take_response();
                     error_response(&mut resp, 500, "");
-                    respond::write_response(
+                    let sent = respond::write_response(
                         &mut self.io,
                         &mut self.out,
                         flight.minor,
@@ -201,6 +198,14 @@ impl<I: Io> Conn<I> {
                         timeout,
                     )
                     .await?;
+                    // The request's bytes went with the failed job.
+                    finished(Finished {
+                        peer: &self.peer,
+                        request: None,
+                        status: resp.status,
+                        body_bytes: sent.body_bytes,
+                        started: flight.started,
+                    });
                     pool::give_response(resp);
                     self.flush(timeout).await?;
                     return Ok(false);

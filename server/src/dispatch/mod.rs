@@ -11,7 +11,9 @@ use crate::router::Route;
 use crate::server::Shared;
 
 mod exchange;
+mod finished;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
+pub use finished::{finished, start_clock, Finished};
 
 /// A handler result that can come back from a worker thread.
 enum Answer {

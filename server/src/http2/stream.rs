@@ -13,7 +13,9 @@ use http::header::{HeaderName, HeaderValue};
 use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
 use osprey_sdk::{Body, FfiPoll, Response};
 
-use crate::dispatch::{dispatch, error_response, BodyLoc, Exchange, Peer};
+use crate::dispatch::{
+    dispatch, error_response, finished, start_clock, BodyLoc, Exchange, Finished, Peer,
+};
 use crate::http::encode::invalid_header;
 use crate::http::parse::{parse, Head, Span};
 use crate::http::status::bodiless;
@@ -32,6 +34,7 @@ pub async fn handle(
     peer: &Arc<Peer>,
     shared: &Arc<Shared>,
 ) {
+    let started = start_clock();
     let (parts, mut body) = req.into_parts();
     let is_head = parts.method == http::Method::HEAD;
     let mut buf = Vec::with_capacity(1024);
@@ -53,22 +56,42 @@ pub async fn handle(
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
             error_response(&mut resp, e.status, e.reason);
-            let _ = send(&mut respond, resp, is_head, shared).await;
+            let body_bytes = send(&mut respond, resp, is_head, shared).await.unwrap_or(0);
+            finished(Finished {
+                peer,
+                request: None,
+                status: e.status,
+                body_bytes,
+                started,
+            });
             drain(&mut body).await;
             return;
         }
     };
-    let resp = match dispatch(shared, peer, ex).await {
-        Some(ex) => ex.resp,
+    let (mut resp, ex) = match dispatch(shared, peer, ex).await {
+        Some(mut ex) => (std::mem::take(&mut ex.resp), Some(ex)),
+        // The request's bytes went with a failed worker job.
         None => {
             let mut resp = Response::default();
             error_response(&mut resp, 500, "");
-            resp
+            (resp, None)
         }
     };
-    if let Err(e) = send(&mut respond, resp, is_head, shared).await {
-        tracing::debug!("HTTP/2 response not completed: {e}");
-    }
+    refuse_unsendable(&mut resp);
+    let status = resp.status;
+    let body_bytes = send(&mut respond, resp, is_head, shared)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!("HTTP/2 response not completed: {e}");
+            0
+        });
+    finished(Finished {
+        peer,
+        request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
+        status,
+        body_bytes,
+        started,
+    });
 }
 
 /// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body.
@@ -153,19 +176,15 @@ async fn next_data(body: &mut RecvStream, timeout: Duration) -> Result<Option<By
 
 type SendError = Box<dyn std::error::Error>;
 
-/// Send the response head and body.
-async fn send(
-    respond: &mut SendResponse<Bytes>,
-    mut resp: Response,
-    is_head: bool,
-    shared: &Shared,
-) -> Result<(), SendError> {
+/// A response HTTP/2 cannot carry (an invalid header, an informational status, a tunnel)
+/// becomes a 500.
+fn refuse_unsendable(resp: &mut Response) {
     if let Some(bad) = resp.headers.iter().find(|h| invalid_header(h)) {
         tracing::error!(
             "handler set an invalid header {:?}; answering 500",
             bad.name.as_str()
         );
-        error_response(&mut resp, 500, "");
+        error_response(resp, 500, "");
     }
     // HTTP/2 has no connection upgrade (101); a tunnel can only ride HTTP/1.1.
     if resp.status < 200 || resp.status > 999 || matches!(resp.body, Body::Upgrade(_)) {
@@ -173,16 +192,30 @@ async fn send(
             "handler answered status {} over HTTP/2; answering 500",
             resp.status
         );
-        error_response(&mut resp, 500, "");
+        error_response(resp, 500, "");
     }
+}
+
+/// Send the response head and body: the body bytes sent.
+async fn send(
+    respond: &mut SendResponse<Bytes>,
+    mut resp: Response,
+    is_head: bool,
+    shared: &Shared,
+) -> Result<u64, SendError> {
     let no_body = bodiless(resp.status);
     let head = response_head(&resp, if no_body { None } else { resp.body.len() })?;
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let empty = no_body || is_head || body.len() == Some(0);
     let mut stream = respond.send_response(head, empty)?;
     if empty {
-        return Ok(());
+        return Ok(0);
     }
+    // Streams are counted as their chunks go.
+    let mut sent = match &body {
+        Body::Stream(_) => 0,
+        known => known.len().unwrap_or(0),
+    };
     let timeout = shared.timeouts.write;
     match body {
         Body::Empty | Body::Upgrade(_) => stream.send_data(Bytes::new(), true)?,
@@ -222,6 +255,7 @@ async fn send(
                 .map_err(|_| "stream timed out")?
             {
                 Some(ROption::RSome(RResult::ROk(chunk))) => {
+                    sent += chunk.len() as u64;
                     if !chunk.is_empty() {
                         send_bytes(&mut stream, Bytes::from(chunk.into_vec()), false, timeout)
                             .await?;
@@ -244,7 +278,7 @@ async fn send(
             }
         },
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// A shared body handed to h2 without a copy.
