@@ -101,6 +101,8 @@ fn match_prefix<'p>(prefix: &str, path: &'p str) -> Option<&'p str> {
 /// A configuration's routes, ready to serve.
 pub struct Router {
     routes: Vec<Route>,
+    /// `limits.max_body_bytes`: the body limit where no route sets its own.
+    max_body: u64,
 }
 
 impl Router {
@@ -132,7 +134,10 @@ impl Router {
                     .map_or(usize::MAX, crate::stats::module_slot),
             });
         }
-        Ok(Router { routes })
+        Ok(Router {
+            routes,
+            max_body: config.limits.max_body_bytes,
+        })
     }
 
     pub fn route(&self, index: usize) -> &Route {
@@ -142,6 +147,16 @@ impl Router {
     /// The first route at or after `index`, in order.
     pub fn after(&self, index: usize) -> Option<(usize, &Route)> {
         self.routes.get(index).map(|r| (index, r))
+    }
+
+    /// The body limit of a request: that of the first route that would take it (its
+    /// `max_body_size`), else the global one. Known before the body is read, so a body over it
+    /// is refused without reading it.
+    pub fn body_limit(&self, path: &str, host: &str, secure: bool) -> u64 {
+        self.candidates(path, host, secure)
+            .next()
+            .and_then(|(i, _, _)| self.routes[i].max_body)
+            .unwrap_or(self.max_body)
     }
 
     /// Routes whose prefix, host and scheme match, in order, with their index, prefix and

@@ -433,13 +433,3 @@ fn is_h2_preface(buf: &[u8]) -> bool {
     let n = buf.len().min(H2_PREFACE.len());
     n >= 4 && buf[..n] == H2_PREFACE[..n]
 }
-
-/// The body limit of the first route that would take this request, else the global one.
-pub(crate) fn body_limit(shared: &Shared, buf: &[u8], head: &Head, secure: bool) -> u64 {
-    shared
-        .router
-        .candidates(head.path(buf), head.host(buf), secure)
-        .next()
-        .and_then(|(i, _, _)| shared.router.route(i).max_body)
-        .unwrap_or(shared.config.limits.max_body_bytes)
-}

@@ -63,7 +63,8 @@ impl<I: Io> Conn<I> {
     ) -> std::io::Result<Option<Step>> {
         self.stats.set(State::Writing);
         let shared = &self.shared;
-        let limit = super::body_limit(shared, &self.buf, &head, self.peer.secure);
+        let (path, host) = (head.path(&self.buf), head.host(&self.buf));
+        let limit = shared.router.body_limit(path, host, self.peer.secure);
         let timeout = shared.timeouts.body;
         let read = body::read_body(&mut self.io, &mut self.buf, &head, limit, timeout).await;
         match read {

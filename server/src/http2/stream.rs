@@ -130,7 +130,9 @@ async fn read_request(
     buf.extend_from_slice(b"\r\n");
     let limits = &shared.config.limits;
     let head = parse(buf, limits)?.ok_or(HttpError::new(400, "incomplete request head"))?;
-    let limit = crate::conn::body_limit(shared, buf, &head, peer.secure);
+    let limit = shared
+        .router
+        .body_limit(head.path(buf), head.host(buf), peer.secure);
     if let crate::http::parse::BodyFraming::Length(n) = head.body {
         if n > limit {
             return Err(HttpError::new(413, "request body too large"));
