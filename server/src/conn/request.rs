@@ -6,10 +6,9 @@ use tokio::time::Instant;
 
 use super::respond::{self, Sent, Started};
 use super::{body, pool, tunnel, Conn, Io};
-use crate::dispatch::Unfinished;
 use crate::dispatch::{
-    dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Exchange, Finished,
-    Routed,
+    dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Dispatched, Exchange,
+    Finished, Routed, Unfinished,
 };
 use crate::http::parse::Head;
 use crate::stats::State;
@@ -100,8 +99,8 @@ impl<I: Io> Conn<I> {
             extra: Vec::new(),
         };
         match dispatch_now(&self.shared, &self.peer, ex) {
-            Routed::Done(ex) => self.respond(ex, flight),
-            Routed::Unfinished(rest) => Step::Dispatching(rest, flight),
+            Routed::Answered(ex) => self.respond(ex, flight),
+            Routed::Waits(rest) => Step::Dispatching(rest, flight),
         }
     }
 
@@ -177,8 +176,8 @@ impl<I: Io> Conn<I> {
             step = match step {
                 Step::Dispatching(rest, flight) => {
                     match finish(&self.shared, &self.peer, *rest).await {
-                        Some(ex) => self.respond(ex, flight),
-                        None => Step::Lost(flight),
+                        Dispatched::Answered(ex) => self.respond(ex, flight),
+                        Dispatched::Lost => Step::Lost(flight),
                     }
                 }
                 Step::Sending(ex, started, flight) => {

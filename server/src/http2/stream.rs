@@ -14,7 +14,7 @@ use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
 use osprey_sdk::{Body, FfiPoll, Response};
 
 use crate::dispatch::{
-    dispatch, error_response, finished, start_clock, BodyLoc, Exchange, Finished, Peer,
+    dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
 };
 use crate::http::encode::invalid_header;
 use crate::http::parse::{parse, Head, Span};
@@ -69,9 +69,9 @@ pub async fn handle(
         }
     };
     let (mut resp, ex) = match dispatch(shared, peer, ex).await {
-        Some(mut ex) => (std::mem::take(&mut ex.resp), Some(ex)),
+        Dispatched::Answered(mut ex) => (std::mem::take(&mut ex.resp), Some(ex)),
         // The request's bytes went with a failed worker job.
-        None => {
+        Dispatched::Lost => {
             let mut resp = Response::default();
             error_response(&mut resp, 500, "");
             (resp, None)
