@@ -226,14 +226,11 @@ async fn send(
             send_bytes(&mut stream, Bytes::from_owner(SharedBody(b)), true, timeout).await?
         }
         Body::File(range) => {
-            use std::os::fd::AsRawFd;
-            // SAFETY: `range` keeps the file open while it is read.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(range.file.as_raw_fd()) };
             let (mut off, end) = (range.offset, range.offset + range.len);
             while off < end {
                 let want = ((end - off) as usize).min(FILE_CHUNK);
                 let mut chunk = BytesMut::zeroed(want);
-                let n = nix::sys::uio::pread(fd, &mut chunk, off as i64)?;
+                let n = range.file.read_at(&mut chunk, off)?;
                 if n == 0 {
                     stream.send_reset(h2::Reason::INTERNAL_ERROR);
                     return Err("file shrank while being sent".into());
