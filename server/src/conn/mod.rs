@@ -11,6 +11,7 @@ pub mod io;
 mod pool;
 mod request;
 mod respond;
+mod streamed;
 mod tunnel;
 pub mod wait;
 
@@ -171,7 +172,7 @@ impl<I: Io> Conn<I> {
         }
         let rest = {
             let used = head.len;
-            match self.serve_now(head, BodyLoc::InBuf(Span::default()), used) {
+            match self.serve_now(head, BodyLoc::InBuf(Span::default()), used, None) {
                 Step::KeepAlive { flush: false } => return Ok(true),
                 Step::KeepAlive { flush: true } => match self.flush_now(false) {
                     Ok(true) => return Ok(true),

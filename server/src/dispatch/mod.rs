@@ -12,6 +12,7 @@ use crate::server::Shared;
 
 mod exchange;
 mod finished;
+pub mod incoming;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
 

@@ -13,11 +13,12 @@ use http::header::{HeaderName, HeaderValue};
 use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
 use osprey_sdk::{Body, FfiPoll, Response};
 
+use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
     dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
 };
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse, Head, Span};
+use crate::http::parse::{parse, BodyFraming, Head, Span};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -38,19 +39,31 @@ pub async fn handle(
     let (parts, mut body) = req.into_parts();
     let is_head = parts.method == http::Method::HEAD;
     let mut buf = Vec::with_capacity(1024);
+    let mut streamed = None;
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
-        Ok(head) => {
+        Ok((head, stream_limit)) => {
             let span = Span {
                 start: head.len as u32,
                 end: buf.len() as u32,
             };
-            Exchange {
+            let mut ex = Exchange {
                 buf,
                 head: Box::new(head),
                 body: BodyLoc::InBuf(span),
                 resp: Response::default(),
                 extra: Vec::new(),
+                stream: None,
+            };
+            if let Some(limit) = stream_limit {
+                let len = match ex.head.body {
+                    BodyFraming::Length(n) => Some(n),
+                    _ => None,
+                };
+                let (feed, slot) = incoming::channel(len);
+                ex.stream = Some(Box::new(slot));
+                streamed = Some((feed, limit));
             }
+            ex
         }
         Err(e) => {
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
@@ -68,7 +81,16 @@ pub async fn handle(
             return;
         }
     };
-    let (mut resp, ex) = match dispatch(shared, peer, ex).await {
+    let dispatched = match streamed {
+        None => dispatch(shared, peer, ex).await,
+        Some((feed, limit)) => {
+            let feeding = feed_body(&mut body, feed, limit, shared.timeouts.body);
+            incoming::beside(dispatch(shared, peer, ex), feeding)
+                .await
+                .0
+        }
+    };
+    let (mut resp, ex) = match dispatched {
         Dispatched::Answered(mut ex) => (std::mem::take(&mut ex.resp), Some(ex)),
         // The request's bytes went with a failed worker job.
         Dispatched::Lost => {
@@ -94,14 +116,16 @@ pub async fn handle(
     });
 }
 
-/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body.
+/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body — unless the
+/// handler streams it: then the route's body limit comes back with the head, and the body is
+/// fed to the handler as it arrives (`feed_body`).
 async fn read_request(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
-) -> Result<Head, HttpError> {
+) -> Result<(Head, Option<u64>), HttpError> {
     let authority = parts.uri.authority().map(|a| a.as_str());
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     buf.extend_from_slice(parts.method.as_str().as_bytes());
@@ -130,13 +154,17 @@ async fn read_request(
     buf.extend_from_slice(b"\r\n");
     let limits = &shared.config.limits;
     let head = parse(buf, limits)?.ok_or(HttpError::new(400, "incomplete request head"))?;
-    let limit = shared
+    let intake = shared
         .router
-        .body_limit(head.path(buf), head.host(buf), peer.secure);
-    if let crate::http::parse::BodyFraming::Length(n) = head.body {
+        .body_intake(head.path(buf), head.host(buf), peer.secure);
+    let limit = intake.limit;
+    if let BodyFraming::Length(n) = head.body {
         if n > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
+    }
+    if intake.streamed && !body.is_end_stream() {
+        return Ok((head, Some(limit)));
     }
     let timeout = shared.timeouts.body;
     while let Some(data) = next_data(body, timeout).await? {
@@ -146,7 +174,37 @@ async fn read_request(
         buf.extend_from_slice(&data);
         let _ = body.flow_control().release_capacity(data.len());
     }
-    Ok(head)
+    Ok((head, None))
+}
+
+/// Feed a streamed body to its handler as DATA frames arrive. Flow-control capacity is given
+/// back only once the handler has taken a piece, so a client sends no faster than it reads.
+async fn feed_body(body: &mut RecvStream, mut feed: Feed, limit: u64, timeout: Duration) {
+    if !feed.wanted().await {
+        return;
+    }
+    let mut total = 0u64;
+    loop {
+        let data = tokio::select! {
+            data = next_data(body, timeout) => data,
+            _ = feed.abandoned() => return,
+        };
+        match data {
+            // The end: dropping the feed ends the handler's stream.
+            Ok(None) => return,
+            Ok(Some(data)) => {
+                total += data.len() as u64;
+                if total > limit {
+                    return feed.fail("request body too large").await;
+                }
+                if !feed.send(data.to_vec()).await {
+                    return;
+                }
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            Err(e) => return feed.fail(e.reason).await,
+        }
+    }
 }
 
 /// After an early answer, read and drop what the client still sends of the body (a bounded
