@@ -10,9 +10,10 @@ use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue};
-use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
-use osprey_sdk::{Body, FfiPoll, Response};
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::{Body, Response};
 
+use crate::body::Pieces;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
     dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
@@ -298,42 +299,23 @@ async fn send(
                 send_bytes(&mut stream, chunk.freeze(), off >= end, timeout).await?;
             }
         }
-        Body::Stream(mut source) => loop {
-            let next = std::future::poll_fn(|cx| {
-                use async_ffi::ContextExt;
-                match cx.with_ffi_context(|fcx| source.poll_chunk(fcx)) {
-                    FfiPoll::Ready(v) => std::task::Poll::Ready(Some(v)),
-                    FfiPoll::Pending => std::task::Poll::Pending,
-                    FfiPoll::Panicked => std::task::Poll::Ready(None),
-                }
-            });
-            match tokio::time::timeout(timeout, next)
-                .await
-                .map_err(|_| "stream timed out")?
-            {
-                Some(ROption::RSome(RResult::ROk(chunk))) => {
-                    sent += chunk.len() as u64;
-                    if !chunk.is_empty() {
-                        send_bytes(&mut stream, Bytes::from(chunk.into_vec()), false, timeout)
-                            .await?;
+        Body::Stream(source) => {
+            let mut pieces = Pieces::new(source, timeout);
+            loop {
+                match pieces.next().await {
+                    Ok(Some(piece)) => {
+                        send_bytes(&mut stream, Bytes::from(piece.into_vec()), false, timeout)
+                            .await?
+                    }
+                    Ok(None) => break stream.send_data(Bytes::new(), true)?,
+                    Err(e) => {
+                        stream.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return Err(e.into());
                     }
                 }
-                Some(ROption::RNone) => {
-                    stream.send_data(Bytes::new(), true)?;
-                    break;
-                }
-                Some(ROption::RSome(RResult::RErr(e))) => {
-                    tracing::error!("response stream failed: {e}");
-                    stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                    break;
-                }
-                None => {
-                    tracing::error!("response stream panicked");
-                    stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                    break;
-                }
             }
-        },
+            sent = pieces.sent();
+        }
     }
     Ok(sent)
 }
