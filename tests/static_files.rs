@@ -196,6 +196,91 @@ fn conditional_requests_answer_304() {
 }
 
 #[test]
+fn failed_preconditions_answer_412_before_304() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let r = get(&srv, "/a.txt", &[]);
+    let etag = r.header("etag").unwrap().to_owned();
+    let lm = r.header("last-modified").unwrap().to_owned();
+    let old = "Sat, 01 Jan 2000 00:00:00 GMT";
+
+    // If-Match compares strongly: the current tag passes, a weak or other one fails.
+    let r = get(&srv, "/a.txt", &[("If-Match", &etag)]);
+    assert_eq!((r.status, r.text().as_str()), (200, "hello static\n"));
+    assert_eq!(get(&srv, "/a.txt", &[("If-Match", "*")]).status, 200);
+    let weak = format!("W/{etag}");
+    let r = get(&srv, "/a.txt", &[("If-Match", &weak)]);
+    assert_eq!(r.status, 412, "{}", r.text());
+    assert!(r.text().contains("Precondition Failed"), "{}", r.text());
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Match", "\"other\"")]).status,
+        412
+    );
+    // If-Unmodified-Since: 412 once the file changed after the date.
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Unmodified-Since", &lm)]).status,
+        200
+    );
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Unmodified-Since", old)]).status,
+        412
+    );
+    // ...and is ignored when If-Match is present (RFC 9110 §13.2.2 step 2).
+    let r = get(
+        &srv,
+        "/a.txt",
+        &[("If-Match", &etag), ("If-Unmodified-Since", old)],
+    );
+    assert_eq!(r.status, 200);
+    // A failed precondition wins over a matching If-None-Match.
+    let r = get(
+        &srv,
+        "/a.txt",
+        &[("If-Match", "\"other\""), ("If-None-Match", &etag)],
+    );
+    assert_eq!(r.status, 412);
+    // HEAD is conditional too.
+    assert_eq!(
+        fetch(&srv, "HEAD", "/a.txt", &[("If-None-Match", &etag)]).status,
+        304
+    );
+    assert_eq!(
+        fetch(&srv, "HEAD", "/a.txt", &[("If-Match", "\"x\"")]).status,
+        412
+    );
+}
+
+#[test]
+fn ranges_need_get_and_a_strong_if_range() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let etag = get(&srv, "/big.bin", &[])
+        .header("etag")
+        .unwrap()
+        .to_owned();
+    // A weak tag never satisfies If-Range (strong comparison): the whole file.
+    let weak = format!("W/{etag}");
+    let r = get(
+        &srv,
+        "/big.bin",
+        &[("Range", "bytes=0-0"), ("If-Range", &weak)],
+    );
+    assert_eq!((r.status, r.body.len()), (200, 307200));
+    // Range is defined for GET only: HEAD gets the full headers.
+    let r = fetch(&srv, "HEAD", "/big.bin", &[("Range", "bytes=0-0")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("307200"));
+    assert_eq!(r.header("content-range"), None);
+    // 416 names the size and says why.
+    let r = get(&srv, "/big.bin", &[("Range", "bytes=999999-")]);
+    assert_eq!(
+        (r.status, r.header("content-range")),
+        (416, Some("bytes */307200"))
+    );
+    assert!(r.text().contains("Range Not Satisfiable"), "{}", r.text());
+}
+
+#[test]
 fn ranges_single_suffix_open_unsatisfiable_and_multipart() {
     let t = site();
     let whole = pattern(300 * 1024);
