@@ -198,12 +198,8 @@ impl Entry {
     /// entry's validators (304, or 412 when a precondition fails). `stale` adds `Warning: 110`.
     pub fn serve(&self, req: &Request<'_>, resp: &mut Response, now: u64, stale: bool) {
         resp.clear();
-        let validators = Validators {
-            etag: self.header("etag"),
-            last_modified: self
-                .header("last-modified")
-                .and_then(|d| httpdate::parse_http_date(d).ok()),
-        };
+        let validators =
+            Validators::from_headers(self.header("etag"), self.header("last-modified"));
         let verdict = http::evaluate(req, &validators);
         if verdict == Precondition::Failed {
             // Not the entry's headers: its Cache-Control must not make the 412 cacheable.

@@ -14,6 +14,17 @@ pub struct Validators<'v> {
     pub last_modified: Option<SystemTime>,
 }
 
+impl<'v> Validators<'v> {
+    /// The validators of a response's `ETag` and `Last-Modified` header values (a date that
+    /// does not parse is no validator).
+    pub fn from_headers(etag: Option<&'v str>, last_modified: Option<&str>) -> Validators<'v> {
+        Validators {
+            etag,
+            last_modified: last_modified.and_then(|d| httpdate::parse_http_date(d.trim()).ok()),
+        }
+    }
+}
+
 /// What the preconditions of a request say about answering it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precondition {
@@ -273,6 +284,16 @@ mod tests {
         assert_eq!(eval("GET", &h, Some("\"a\"")), Failed);
         let h = [("If-Unmodified-Since", EARLIER), ("If-Modified-Since", LM)];
         assert_eq!(eval("GET", &h, None), Failed);
+    }
+
+    #[test]
+    fn validators_from_header_values() {
+        let v = Validators::from_headers(Some("\"a\""), Some(LM));
+        assert_eq!(v.last_modified, httpdate::parse_http_date(LM).ok());
+        assert_eq!(
+            Validators::from_headers(None, Some("soon")).last_modified,
+            None
+        );
     }
 
     #[test]
