@@ -490,6 +490,13 @@ fn precompressed_gzip_sibling() {
         let refused = get(&srv, "/style.css", &[("Accept-Encoding", refusal)]);
         assert_eq!(refused.text(), "body { color: red; }\n", "{refusal}");
     }
+    // Error pages are plain HTML, never labelled as the gzip variant.
+    for extra in [("If-Match", "\"old\""), ("Range", "bytes=9999-")] {
+        let r = get(&srv, "/style.css", &[("Accept-Encoding", "gzip"), extra]);
+        assert!(matches!(r.status, 412 | 416), "{extra:?}: {}", r.status);
+        assert_eq!(r.header("content-encoding"), None, "{extra:?}");
+        assert!(r.text().contains("<!DOCTYPE html>"), "{extra:?}");
+    }
     // Files without a sibling say nothing about encodings.
     assert_eq!(
         get(&srv, "/a.txt", &[("Accept-Encoding", "gzip")]).header("vary"),

@@ -38,6 +38,8 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
             return Outcome::Done;
         }
         Precondition::Failed => {
+            // The error page is not the gzip variant's bytes.
+            resp.remove_header("Content-Encoding");
             http::respond_error(
                 resp,
                 412,
@@ -54,7 +56,8 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
             full(resp, v);
         }
         Ranges::Unsatisfiable => {
-            resp.header("Content-Range", unsatisfied_range(v.size));
+            resp.remove_header("Content-Encoding")
+                .header("Content-Range", unsatisfied_range(v.size));
             http::respond_error(resp, 416, "no requested range lies within the file");
         }
         Ranges::Some(r) if r.len() == 1 => {
