@@ -251,6 +251,32 @@ fn failed_preconditions_answer_412_before_304() {
 }
 
 #[test]
+fn preconditions_and_ranges_are_the_same_over_http2() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let etag = get(&srv, "/a.txt", &[]).header("etag").unwrap().to_owned();
+    let url = srv.url("/a.txt");
+    let status = |header: &str| {
+        let (ok, out) = common::curl(&[
+            "--http2-prior-knowledge",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+            "-H",
+            header,
+            &url,
+        ]);
+        assert!(ok, "curl failed for {header}");
+        out
+    };
+    assert_eq!(status(&format!("If-None-Match: {etag}")), "304 2");
+    assert_eq!(status("If-Match: \"old\""), "412 2");
+    assert_eq!(status("Range: bytes=0-4"), "206 2");
+    assert_eq!(status("Range: bytes=99-"), "416 2");
+}
+
+#[test]
 fn ranges_need_get_and_a_strong_if_range() {
     let t = site();
     let srv = start(&t.path().join("www"), "");
