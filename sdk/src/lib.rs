@@ -15,6 +15,7 @@ pub mod config;
 pub mod filter;
 pub mod handler;
 pub mod host;
+pub mod http;
 pub mod module;
 pub mod params;
 pub mod request;
