@@ -51,6 +51,7 @@ pub(crate) mod test_request {
             secure: false,
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(&[]),
+            body_stream: abi_stable::std_types::ROption::RNone,
         };
         f(&req)
     }
