@@ -94,7 +94,7 @@ pub struct Config {
     pub cpu_affinity: bool,
     pub worker_pool: PoolConfig,
     pub limits: Limits,
-    pub timeouts: Timeouts,
+    pub timeouts: TimeoutsConfig,
     pub tls: TlsConfig,
     pub http2: Http2Config,
 }

@@ -9,7 +9,7 @@ use osprey_sdk::{Body, Response, TunnelBox};
 use super::io::{Cork, Io};
 use crate::body::Pieces;
 use crate::dispatch::error_response;
-use crate::http::encode::{invalid_header, write_chunk, write_head, Framing, LAST_CHUNK};
+use crate::http::encode::{invalid_header, write_chunk, write_head, ResponseFraming, LAST_CHUNK};
 use crate::http::status::bodiless;
 
 /// Bodies up to this size are copied next to the head.
@@ -45,7 +45,7 @@ pub struct Started {
     rest: Body,
     /// Bytes of `rest` already written.
     done: u64,
-    framing: Framing,
+    framing: ResponseFraming,
 }
 
 impl Started {
@@ -80,12 +80,12 @@ pub fn start_response(
     }
     let no_body = bodiless(resp.status);
     let framing = match (no_body, resp.body.len()) {
-        (true, _) => Framing::None,
-        (false, Some(n)) => Framing::Length(n),
-        (false, None) if minor == 1 => Framing::Chunked,
+        (true, _) => ResponseFraming::None,
+        (false, Some(n)) => ResponseFraming::Length(n),
+        (false, None) if minor == 1 => ResponseFraming::Chunked,
         (false, None) => {
             keep_alive = false;
-            Framing::Close
+            ResponseFraming::Close
         }
     };
     write_head(out, minor, resp.status, &resp.headers, framing, keep_alive);
@@ -203,7 +203,7 @@ pub async fn send_rest<I: Io>(
             out.clear();
             let mut pieces = Pieces::new(stream, timeout);
             while let Some(piece) = pieces.next().await? {
-                if framing == Framing::Chunked {
+                if framing == ResponseFraming::Chunked {
                     write_chunk(out, &piece);
                     io.write_all(&[out], timeout).await?;
                     out.clear();
@@ -212,7 +212,7 @@ pub async fn send_rest<I: Io>(
                 }
             }
             body_bytes += pieces.sent();
-            if framing == Framing::Chunked {
+            if framing == ResponseFraming::Chunked {
                 out.extend_from_slice(LAST_CHUNK);
             }
         }

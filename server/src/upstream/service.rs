@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
 use super::state::ActiveGuard;
-use super::wire::{self, Encoded, Framing, Parsed, RespHead};
+use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
 
 /// Why an attempt failed.
@@ -259,7 +259,7 @@ fn respond(
         return resp;
     }
     match head.framing {
-        Framing::None | Framing::Length(0) => {
+        UpstreamFraming::None | UpstreamFraming::Length(0) => {
             if head.keep_alive && rest.is_empty() {
                 pool::put(backend.id, i, stream, backend.keepalive);
             }
