@@ -1,6 +1,7 @@
 //! Incremental decoder of chunked request bodies (RFC 9112 7.1). Strict: CRLF line endings,
 //! hex sizes of at most 16 digits, bounded extensions and trailers.
 
+use super::body_buf::BodyBuf;
 use super::{bad, HttpError};
 
 const MAX_LINE: usize = 4096;
@@ -18,6 +19,33 @@ enum State {
     TrailerLf,
     EndLf,
     Done,
+}
+
+/// Where decoded data goes.
+pub trait Sink {
+    fn len(&self) -> usize;
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError>;
+}
+
+impl Sink for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        self.extend_from_slice(data);
+        Ok(())
+    }
+}
+
+impl Sink for BodyBuf {
+    fn len(&self) -> usize {
+        BodyBuf::len(self)
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        self.extend(data)
+    }
 }
 
 #[derive(Debug)]
@@ -49,7 +77,7 @@ impl Decoder {
     pub fn decode(
         &mut self,
         input: &[u8],
-        out: &mut Vec<u8>,
+        out: &mut impl Sink,
         max: u64,
     ) -> Result<usize, HttpError> {
         let mut i = 0;
@@ -99,7 +127,7 @@ impl Decoder {
                 }
                 State::Data => {
                     let take = (self.size as usize).min(input.len() - i);
-                    out.extend_from_slice(&input[i..i + take]);
+                    out.put(&input[i..i + take])?;
                     self.size -= take as u64;
                     i += take;
                     if self.size == 0 {

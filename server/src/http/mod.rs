@@ -1,5 +1,6 @@
 //! HTTP/1.x wire format: parsing requests, decoding chunked bodies, encoding responses.
 
+pub mod body_buf;
 pub mod chunked;
 pub mod date;
 pub mod encode;

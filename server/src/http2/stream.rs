@@ -14,8 +14,9 @@ use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
 use osprey_sdk::{Body, FfiPoll, Response};
 
 use crate::dispatch::{dispatch, error_response, BodyLoc, Exchange, Peer};
+use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse, Head, Span};
+use crate::http::parse::{parse, BodyFraming, Head};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -36,19 +37,13 @@ pub async fn handle(
     let is_head = parts.method == http::Method::HEAD;
     let mut buf = Vec::with_capacity(1024);
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
-        Ok(head) => {
-            let span = Span {
-                start: head.len as u32,
-                end: buf.len() as u32,
-            };
-            Exchange {
-                buf,
-                head: Box::new(head),
-                body: BodyLoc::InBuf(span),
-                resp: Response::default(),
-                extra: Vec::new(),
-            }
-        }
+        Ok((head, body)) => Exchange {
+            buf,
+            head: Box::new(head),
+            body: BodyLoc::Owned(body),
+            resp: Response::default(),
+            extra: Vec::new(),
+        },
         Err(e) => {
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
@@ -71,14 +66,15 @@ pub async fn handle(
     }
 }
 
-/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body.
+/// Write the head in HTTP/1.1 form into `buf` and parse it, then read the body (into a
+/// [`BodyBuf`]: its size once, given back with the request).
 async fn read_request(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
-) -> Result<Head, HttpError> {
+) -> Result<(Head, BodyBuf), HttpError> {
     let authority = parts.uri.authority().map(|a| a.as_str());
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     buf.extend_from_slice(parts.method.as_str().as_bytes());
@@ -108,20 +104,22 @@ async fn read_request(
     let limits = &shared.config.limits;
     let head = parse(buf, limits)?.ok_or(HttpError::new(400, "incomplete request head"))?;
     let limit = crate::conn::body_limit(shared, buf, &head, peer.secure);
-    if let crate::http::parse::BodyFraming::Length(n) = head.body {
-        if n > limit {
-            return Err(HttpError::new(413, "request body too large"));
+    let mut content = match head.body {
+        BodyFraming::Length(n) if n > limit => {
+            return Err(HttpError::new(413, "request body too large"))
         }
-    }
+        BodyFraming::Length(n) => BodyBuf::with_capacity(n)?,
+        _ => BodyBuf::default(),
+    };
     let timeout = shared.timeouts.body;
     while let Some(data) = next_data(body, timeout).await? {
-        if (buf.len() - head.len + data.len()) as u64 > limit {
+        if (content.len() + data.len()) as u64 > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
-        buf.extend_from_slice(&data);
+        content.extend(&data)?;
         let _ = body.flow_control().release_capacity(data.len());
     }
-    Ok(head)
+    Ok((head, content))
 }
 
 /// After an early answer, read and drop what the client still sends of the body (a bounded
