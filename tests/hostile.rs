@@ -116,3 +116,113 @@ fn a_large_body_costs_its_size_once_and_is_given_back() {
         );
     }
 }
+
+/// One HTTP/2 frame.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Read frames until a GOAWAY: its error code, and whether the server then closed.
+fn read_goaway(s: &mut std::net::TcpStream) -> Option<(u32, bool)> {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut head = [0u8; 9];
+    loop {
+        s.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0; len];
+        s.read_exact(&mut payload).ok()?;
+        if head[3] == 0x7 {
+            let code = u32::from_be_bytes(payload[4..8].try_into().unwrap());
+            // Whatever follows (PING answers already queued), the connection ends.
+            let mut rest = Vec::new();
+            let closed = s.read_to_end(&mut rest).is_ok();
+            return Some((code, closed));
+        }
+    }
+}
+
+fn flood(srv: &Server, frame: Vec<u8>, count: usize) -> Option<(u32, bool)> {
+    let mut s = srv.connect();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        out.extend(h2_frame(0x4, 0, 0, &[]));
+        for _ in 0..count {
+            out.extend_from_slice(&frame);
+        }
+        // The server may close mid-flood.
+        let _ = w.write_all(&out);
+    });
+    let got = read_goaway(&mut s);
+    let _ = writer.join();
+    got
+}
+
+fn h2_server(budget: &str) -> Server {
+    Server::start(&format!(r#"{{ "http2": {{ {budget} }}, {ROUTES} }}"#))
+}
+
+/// PING, SETTINGS, WINDOW_UPDATE and PRIORITY floods without a request end with GOAWAY
+/// ENHANCE_YOUR_CALM (0xb) and a close once `http2.max_control_frames` is spent.
+#[test]
+fn http2_control_frame_floods_are_cut_off() {
+    let srv = h2_server(r#""max_control_frames": 1000"#);
+    let floods = [
+        ("PING", h2_frame(0x6, 0, 0, &[0; 8])),
+        ("SETTINGS", h2_frame(0x4, 0, 0, &[0, 3, 0, 0, 0, 100])),
+        ("WINDOW_UPDATE", h2_frame(0x8, 0, 0, &[0, 0, 0, 1])),
+        ("PRIORITY", h2_frame(0x2, 0, 1, &[0, 0, 0, 0, 16])),
+    ];
+    for (name, frame) in floods {
+        let got = flood(&srv, frame, 5000);
+        assert_eq!(got, Some((0xb, true)), "{name} flood");
+    }
+    assert!(srv.log_text().contains("control-frame flood"));
+}
+
+/// Under the default budget a few hundred control frames are answered as usual, and a client
+/// reading a large response (answering with WINDOW_UPDATEs) is not cut off by a small budget.
+#[test]
+fn http2_control_frames_of_normal_clients_pass() {
+    let srv = h2_server(r#""max_control_frames": 20"#);
+    let big = Server::start(
+        r#"{ "http2": { "max_control_frames": 20 }, "load": [{"so": "testkit"}],
+             "routing": [{"prefix": "/big", "handler": "big", "size": 33554432}] }"#,
+    );
+    let (ok, out) = common::curl(&[
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{size_download}",
+        "--http2-prior-knowledge",
+        &big.url("/big"),
+    ]);
+    assert!(ok && out.trim() == "200 33554432", "{out}");
+    // Pings below the budget are answered and the connection stays.
+    let mut s = srv.connect();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(0x4, 0, 0, &[]));
+    for _ in 0..10 {
+        out.extend(h2_frame(0x6, 0, 0, &[1; 8]));
+    }
+    s.write_all(&out).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut acks = 0;
+    let mut head = [0u8; 9];
+    while s.read_exact(&mut head).is_ok() {
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0; len];
+        s.read_exact(&mut payload).unwrap();
+        assert_ne!(head[3], 0x7, "GOAWAY under the budget");
+        if head[3] == 0x6 && head[4] == 1 {
+            acks += 1;
+        }
+    }
+    assert_eq!(acks, 10);
+}

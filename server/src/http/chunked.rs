@@ -23,13 +23,14 @@ enum State {
 
 /// Where decoded data goes.
 pub trait Sink {
-    fn len(&self) -> usize;
+    /// Bytes received so far.
+    fn size(&self) -> usize;
     fn put(&mut self, data: &[u8]) -> Result<(), HttpError>;
 }
 
 impl Sink for Vec<u8> {
-    fn len(&self) -> usize {
-        Vec::len(self)
+    fn size(&self) -> usize {
+        self.len()
     }
 
     fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
@@ -39,8 +40,8 @@ impl Sink for Vec<u8> {
 }
 
 impl Sink for BodyBuf {
-    fn len(&self) -> usize {
-        BodyBuf::len(self)
+    fn size(&self) -> usize {
+        self.len()
     }
 
     fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
@@ -115,7 +116,7 @@ impl Decoder {
                     if b != b'\n' {
                         return Err(bad("bad chunk size line ending"));
                     }
-                    if out.len() as u64 + self.size > max {
+                    if out.size() as u64 + self.size > max {
                         return Err(HttpError::new(413, "request body too large"));
                     }
                     self.digits = 0;

@@ -2,6 +2,7 @@
 //! (h2c, detected by the connection preface). Each stream runs as its own local task and goes
 //! through the same `dispatch` as HTTP/1.1 (see `stream`).
 
+mod flood;
 mod rewind;
 mod stream;
 
@@ -52,6 +53,8 @@ where
         .max_frame_size(cfg.max_frame_size)
         .max_header_list_size(cfg.max_header_list_size)
         .max_send_buffer_size(cfg.max_send_buffer_size);
+    let flood = flood::Flood::new(cfg.max_control_frames);
+    let io = flood::Counted::new(io, flood.clone());
     let handshake = builder.handshake::<_, Bytes>(io);
     let mut conn = match tokio::time::timeout(shared.timeouts.header, handshake).await {
         Ok(Ok(conn)) => conn,
@@ -97,6 +100,11 @@ where
                 None => break,
             },
             _ = streams.ended.notified() => {}
+            _ = flood.tripped() => {
+                tracing::info!(peer = %peer.remote, "HTTP/2 control-frame flood: closing");
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                closing = true;
+            }
             _ = stop.changed(), if !closing => {
                 conn.graceful_shutdown();
                 closing = true;
