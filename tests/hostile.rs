@@ -226,3 +226,121 @@ fn http2_control_frames_of_normal_clients_pass() {
     }
     assert_eq!(acks, 10);
 }
+
+/// Each malformed request line or header gets the status RFC 9112 gives it and a reason that
+/// names what is wrong, then the connection closes.
+#[test]
+fn malformed_requests_are_answered_with_what_is_wrong() {
+    let srv = server();
+    let long_target = format!("GET /{} HTTP/1.1", "a".repeat(9000));
+    let cases: &[(&str, &str, u16, &str)] = &[
+        // Request lines.
+        (
+            "GET /echo?a=\x01 HTTP/1.1",
+            "",
+            400,
+            "control character in the request target",
+        ),
+        (
+            "GET /echo?a b HTTP/1.1",
+            "",
+            400,
+            "space in the request target",
+        ),
+        (
+            "GE(T /echo HTTP/1.1",
+            "",
+            400,
+            "invalid character in the method",
+        ),
+        (
+            "GET  /echo HTTP/1.1",
+            "",
+            400,
+            "more than one space after the method",
+        ),
+        ("GET /echo", "", 400, "no HTTP version"),
+        ("GET /echo HTTP/1.1.1", "", 400, "malformed HTTP version"),
+        ("GET /echo HTTP/2.0", "", 505, "HTTP version not supported"),
+        ("GET /echo HTTP/9.9", "", 505, "HTTP version not supported"),
+        ("GET\t/echo HTTP/1.1", "", 400, "tab in the request line"),
+        (&long_target, "", 414, "request line too long"),
+        // Headers.
+        (
+            "GET /echo HTTP/1.1",
+            "Host : a\r\n",
+            400,
+            "whitespace between a header name",
+        ),
+        (
+            "GET /echo HTTP/1.1",
+            "X: 1\r\n folded\r\n",
+            400,
+            "folded header line",
+        ),
+        (
+            "GET /echo HTTP/1.1",
+            "X-\x01: 1\r\n",
+            400,
+            "invalid character in a header name",
+        ),
+        (
+            "GET /echo HTTP/1.1",
+            "NoColon\r\n",
+            400,
+            "header line without a colon",
+        ),
+        (
+            "GET /echo HTTP/1.1",
+            "X: a\x01b\r\n",
+            400,
+            "control character in a header value",
+        ),
+        (
+            "GET /echo HTTP/1.1",
+            "X: a\0b\r\n",
+            400,
+            "NUL byte in a header value",
+        ),
+        // Transfer codings (RFC 9112 §6.1: 501 for one not understood).
+        (
+            "POST /echo HTTP/1.1",
+            "Transfer-Encoding: gzip, chunked\r\n",
+            501,
+            "unsupported transfer coding",
+        ),
+        (
+            "POST /echo HTTP/1.1",
+            "Transfer-Encoding: identity\r\n",
+            501,
+            "unsupported transfer coding",
+        ),
+        (
+            "POST /echo HTTP/1.1",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            400,
+            "`chunked` applied more than once",
+        ),
+        (
+            "POST /echo HTTP/1.1",
+            "Transfer-Encoding: \"chunked\"\r\n",
+            400,
+            "malformed Transfer-Encoding",
+        ),
+    ];
+    for (line, headers, status, reason) in cases {
+        let raw = format!("{line}\r\nHost: a\r\n{headers}\r\n");
+        let answer = srv.raw(raw.as_bytes());
+        let r = Response::parse(answer.as_bytes());
+        assert_eq!(r.status, *status, "{line:?} {headers:?}:\n{answer}");
+        assert!(
+            r.text().contains(reason),
+            "{line:?} {headers:?}: expected `{reason}` in:\n{answer}"
+        );
+        assert_eq!(
+            r.header("connection"),
+            Some("close"),
+            "{line:?} {headers:?}"
+        );
+    }
+}

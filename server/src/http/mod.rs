@@ -3,6 +3,7 @@
 pub mod body_buf;
 pub mod chunked;
 pub mod date;
+pub mod diagnose;
 pub mod encode;
 pub mod parse;
 pub mod status;
