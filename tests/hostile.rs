@@ -7,7 +7,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use common::{Response, Server};
+use common::{memory, reset_peak, Response, Server};
 
 /// A route that takes large bodies and answers a few bytes.
 const ROUTES: &str = r#"
@@ -19,24 +19,6 @@ const ROUTES: &str = r#"
 
 fn server() -> Server {
     Server::start(&format!("{{ {ROUTES} }}"))
-}
-
-/// `VmHWM` or `VmRSS` of a process, in bytes.
-fn memory(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
-    let kb: u64 = line[key.len() + 1..]
-        .trim()
-        .trim_end_matches(" kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kb * 1024
-}
-
-/// Reset the process's peak RSS (`VmHWM`) to its current RSS.
-fn reset_peak(pid: u32) {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
 
 const MB: u64 = 1024 * 1024;
