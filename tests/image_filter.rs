@@ -594,10 +594,20 @@ fn image_server(files: &[(&str, Vec<u8>)], settings: &str) -> (Server, TempDir) 
     (Server::start(&config), dir)
 }
 
-/// GET each path at once; the responses in order.
+/// GET each path at once (renders may queue: a minute each); the responses in order.
 fn get_all(srv: &Server, paths: &[String]) -> Vec<Response> {
+    use std::io::{Read, Write};
+    let get = |path: &String| {
+        let mut s = srv.connect();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        Response::parse(&out)
+    };
     std::thread::scope(|s| {
-        let all: Vec<_> = paths.iter().map(|p| s.spawn(move || get(srv, p))).collect();
+        let all: Vec<_> = paths.iter().map(|p| s.spawn(move || get(p))).collect();
         all.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }
@@ -636,9 +646,9 @@ fn a_png_icc_bomb_is_not_inflated() {
 /// then gets 503 with Retry-After; one estimated above the whole budget is refused (422).
 #[test]
 fn concurrent_renders_share_a_memory_budget() {
-    // 1200×1200 RGB: 4.3 MB decoded; a render is estimated at 9.6 to 15.8 MB (two at once
-    // need more than 18 MiB).
-    let big = encode(&gradient(1200, 1200), ImageFormat::Png);
+    // 800×800 RGB: 1.92 MB decoded; a render is estimated at 4.52 to 9.12 MB, two at once at
+    // 9.8 MB or more: a budget of 9.3 MB holds one.
+    let big = encode(&gradient(800, 800), ImageFormat::Png);
     let files = [("big.png", big)];
     let paths: Vec<_> = ["100x100", "200x200", "300x300", "c50x50"]
         .iter()
@@ -647,7 +657,7 @@ fn concurrent_renders_share_a_memory_budget() {
     // Room for one render at a time, no waiting: the others are told to come back.
     let (srv, _dir) = image_server(
         &files,
-        r#""max_render_memory": 18874368, "render_wait": 0, "memory_cache_size": 0"#,
+        r#""max_render_memory": 9300000, "render_wait": 0, "memory_cache_size": 0"#,
     );
     let pid = srv.child.id();
     let base = common::memory(pid, "VmRSS");
@@ -662,7 +672,7 @@ fn concurrent_renders_share_a_memory_budget() {
         assert_eq!(r.header("retry-after"), Some("1"));
     }
     assert!(
-        peak < base + 18 * MB + 40 * MB,
+        peak < base + 10 * MB + 40 * MB,
         "peak RSS {} MiB (baseline {} MiB)",
         peak / MB,
         base / MB
@@ -675,13 +685,13 @@ fn concurrent_renders_share_a_memory_budget() {
     // Waiting for the budget instead: all are made, one after the other.
     let (srv, _dir2) = image_server(
         &files,
-        r#""max_render_memory": 18874368, "render_wait": 60, "memory_cache_size": 0"#,
+        r#""max_render_memory": 9300000, "render_wait": 60, "memory_cache_size": 0"#,
     );
     let statuses: Vec<u16> = get_all(&srv, &paths).iter().map(|r| r.status).collect();
     assert_eq!(statuses, [200; 4]);
     drop(srv);
     // A render the whole budget could not hold.
-    let (srv, _dir3) = image_server(&files, r#""max_render_memory": 5242880"#);
+    let (srv, _dir3) = image_server(&files, r#""max_render_memory": 4000000"#);
     let r = get(&srv, &paths[0]);
     assert_eq!(r.status, 422, "{}", r.text());
 }
