@@ -326,3 +326,55 @@ fn malformed_requests_are_answered_with_what_is_wrong() {
         );
     }
 }
+
+/// The same over HTTP/2 (h2c, curl streaming the body from a pipe: DATA frames of unknown
+/// total length).
+#[test]
+fn a_large_http2_body_costs_its_size_once() {
+    use std::process::{Command, Stdio};
+    let srv = server();
+    let pid = srv.child.id();
+    let size = 128 * MB;
+    let slack = 40 * MB;
+    let base = memory(pid, "VmRSS");
+    reset_peak(pid);
+    let mut curl = Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "60",
+            "--http2-prior-knowledge",
+            "-X",
+            "POST",
+        ])
+        .args(["-T", "-", &srv.url("/upload")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl is installed");
+    let mut stdin = curl.stdin.take().unwrap();
+    let block = vec![b'x'; 1 << 20];
+    for _ in 0..size / MB {
+        stdin.write_all(&block).unwrap();
+    }
+    drop(stdin);
+    let out = curl.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "stored");
+    let peak = memory(pid, "VmHWM");
+    eprintln!("HTTP/2: baseline {} MiB, peak {} MiB", base / MB, peak / MB);
+    assert!(
+        peak < base + size + slack,
+        "peak RSS {} MiB for a {} MiB body (baseline {} MiB)",
+        peak / MB,
+        size / MB,
+        base / MB
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let after = memory(pid, "VmRSS");
+    assert!(
+        after < base + slack,
+        "{} MiB resident after the request (baseline {} MiB)",
+        after / MB,
+        base / MB
+    );
+}
