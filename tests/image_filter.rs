@@ -346,6 +346,83 @@ fn paths_never_leave_the_directory() {
 }
 
 #[test]
+fn bad_paths_are_refused_as_static_refuses_them() {
+    let site = Site::new();
+    // A legal name on Linux that the shared path rules refuse.
+    site.put(
+        "back\\slash.png",
+        &encode(&gradient(400, 200), ImageFormat::Png),
+    );
+    let srv = site.start();
+    for (path, reason) in [
+        ("/img/back%5cslash.100x100.png", "path contains a backslash"),
+        ("/img/back%5Cslash.100x100.png", "path contains a backslash"),
+        (
+            "/img/%2e%2e/secret.100x100.png",
+            "path climbs above the document root",
+        ),
+        ("/img/pic%00.100x100.png", "path contains a NUL byte"),
+        (
+            "/img/pic%zz.100x100.png",
+            "malformed percent-encoding in path",
+        ),
+    ] {
+        let r = get(&srv, path);
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        assert!(r.text().contains(reason), "{path}: {}", r.text());
+    }
+    // An encoded slash is a separator, as in static.
+    assert_eq!(
+        dims(
+            &get(&srv, "/img/sub%2fdeep/blue.100x100.png"),
+            ImageFormat::Png
+        ),
+        (100, 100)
+    );
+}
+
+#[test]
+fn conditional_requests_use_both_validators() {
+    let site = Site::new();
+    let srv = site.start();
+    let first = get(&srv, "/img/pic.100x100.png");
+    let etag = first.header("etag").expect("an ETag").to_owned();
+    let lm = first.header("last-modified").unwrap().to_owned();
+    assert!(etag.starts_with('"'), "{etag}");
+    let ask = |headers: &[(&str, &str)]| {
+        let mut req = String::from("GET /img/pic.100x100.png HTTP/1.1\r\nHost: x\r\n");
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        req.push_str("Connection: close\r\n\r\n");
+        Response::parse(&raw(&srv, &req))
+    };
+    let r = ask(&[("If-None-Match", &etag)]);
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    assert!(r.body.is_empty());
+    // If-None-Match decides alone: a stale tag gets the image even with a matching date.
+    let r = ask(&[("If-None-Match", "\"old\""), ("If-Modified-Since", &lm)]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, first.body);
+    // Same tag from the memory cache and for another client.
+    assert_eq!(
+        get(&srv, "/img/pic.100x100.png").header("etag"),
+        Some(etag.as_str())
+    );
+    // Another thumbnail of the same source is another representation.
+    assert_ne!(
+        get(&srv, "/img/pic.1000x1000.png").header("etag"),
+        Some(etag.as_str())
+    );
+    // Failed preconditions: 412.
+    assert_eq!(ask(&[("If-Match", "\"old\"")]).status, 412);
+    assert_eq!(ask(&[("If-Match", &etag)]).status, 200);
+    let old = "Sat, 01 Jan 2000 00:00:00 GMT";
+    assert_eq!(ask(&[("If-Unmodified-Since", old)]).status, 412);
+}
+
+#[test]
 fn hostile_images_fail_fast_without_crashing() {
     let site = Site::new();
     let srv = site.start();

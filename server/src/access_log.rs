@@ -82,7 +82,8 @@ pub struct Entry<'a> {
     /// `None` when the request could not be parsed.
     pub method: Option<&'a str>,
     pub uri: &'a [u8],
-    pub minor: u8,
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`, as nginx's `$server_protocol`.
+    pub protocol: &'static str,
     pub status: u16,
     /// Body bytes sent (as framed; nginx's `$body_bytes_sent`).
     pub body_bytes: u64,
@@ -108,11 +109,8 @@ pub fn record(e: &Entry<'_>) {
                 push_escaped(&mut b, m.as_bytes());
                 b.push(b' ');
                 push_escaped(&mut b, e.uri);
-                b.extend_from_slice(if e.minor == 0 {
-                    b" HTTP/1.0"
-                } else {
-                    b" HTTP/1.1"
-                });
+                b.push(b' ');
+                b.extend_from_slice(e.protocol.as_bytes());
             }
             None => b.push(b'-'),
         }

@@ -2,6 +2,7 @@
 //! answers, the worker pool, filters).
 
 mod origin;
+mod upload;
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -52,6 +53,7 @@ impl Module for TestKit {
         "count",
         "file",
         "big",
+        "upload",
     ];
     const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
@@ -74,6 +76,7 @@ impl Module for TestKit {
                 )))
             }
             "count" => return Ok(handler_box(origin::Count)),
+            "upload" => return Ok(handler_box(upload::Upload)),
             _ => {}
         }
         let conf: Conf = parse_config(route)?;
@@ -124,6 +127,7 @@ impl Handler for Kit {
                 resp.body_stream(Chunks {
                     left: self.conf.chunks,
                     n: 0,
+                    declared: (self.conf.size > 0).then_some(self.conf.size as u64),
                 });
                 Outcome::Done
             }
@@ -183,10 +187,11 @@ impl Handler for Kit {
     }
 }
 
-/// A stream of numbered chunks.
+/// A stream of numbered chunks; `declared`: the length it claims (`size`), right or not.
 struct Chunks {
     left: u32,
     n: u32,
+    declared: Option<u64>,
 }
 
 impl BodyStream for Chunks {
@@ -202,6 +207,10 @@ impl BodyStream for Chunks {
         FfiPoll::Ready(ROption::RSome(RResult::ROk(
             format!("chunk {}\n", self.n).into_bytes().into(),
         )))
+    }
+
+    fn known_len(&self) -> ROption<u64> {
+        self.declared.into()
     }
 }
 
