@@ -207,14 +207,18 @@ impl ImageFilter {
             Err(MakeError::Gone) => Step::Continue,
             Err(MakeError::Render(e)) => {
                 host::error(&format!("{} ({}): {e}", req.path, src.display()));
-                let status = match e {
-                    RenderError::TooLarge(_) => 422,
-                    _ => 500,
+                let (status, text) = match e {
+                    RenderError::TooLarge(_) => (422, "the source image is too large to process\n"),
+                    RenderError::Busy => {
+                        resp.header("Retry-After", "1");
+                        (
+                            503,
+                            "too many images are being processed; try again shortly\n",
+                        )
+                    }
+                    _ => (500, "the source image cannot be processed\n"),
                 };
-                resp.status(status).text(match e {
-                    RenderError::TooLarge(_) => "the source image is too large to process\n",
-                    _ => "the source image cannot be processed\n",
-                });
+                resp.status(status).text(text);
                 Step::Respond
             }
         }
@@ -227,7 +231,10 @@ impl ImageFilter {
         mark: Option<&std::path::Path>,
     ) -> Result<Vec<u8>, RenderError> {
         let s = &self.settings;
-        let img = render::decode(bytes, &s.limits)?;
+        let (img, _permit) = render::decode(bytes, &s.limits, |w, h, decoded| {
+            s.budget
+                .reserve(crate::budget::estimate(w, h, decoded, &thumb.command))
+        })?;
         let mut out = render::apply(&img, &thumb.command);
         drop(img);
         if let Some(path) = mark {

@@ -13,6 +13,7 @@
 //!              "filters": [{"type": "image", "dir": "www/img", "cache_dir": "cache/img"}]}]
 //! ```
 
+pub mod budget;
 pub mod cache;
 pub mod command;
 mod filter;
@@ -53,6 +54,19 @@ struct ModuleConf {
     memory_cache_size: u64,
     #[serde(default = "default_quality")]
     jpeg_quality: u8,
+    /// Bytes all renders may hold at once (estimated); 0: no limit.
+    #[serde(default = "default_render_memory")]
+    max_render_memory: u64,
+    /// Seconds a render waits for that memory before a 503.
+    #[serde(default = "default_render_wait")]
+    render_wait: f64,
+}
+
+fn default_render_memory() -> u64 {
+    1 << 30
+}
+fn default_render_wait() -> f64 {
+    5.0
 }
 
 fn default_watermark_min() -> u32 {
@@ -91,6 +105,7 @@ pub(crate) struct Settings {
     pub jpeg_quality: u8,
     pub mem: cache::MemCache,
     pub marks: watermark::Marks,
+    pub budget: budget::Budget,
 }
 
 pub struct ImageModule {
@@ -146,6 +161,13 @@ impl Module for ImageModule {
                 "max_width and max_height must be positive",
             ));
         }
+        if !(0.0..=3600.0).contains(&conf.render_wait) {
+            return Err(ConfigError::at_key(
+                json,
+                "render_wait",
+                "render_wait is 0 to 3600 seconds",
+            ));
+        }
         Ok(ImageModule {
             settings: Arc::new(Settings {
                 allowed,
@@ -160,6 +182,10 @@ impl Module for ImageModule {
                 jpeg_quality: conf.jpeg_quality,
                 mem: cache::mem_cache(conf.memory_cache_size),
                 marks: watermark::Marks::default(),
+                budget: budget::Budget::new(
+                    conf.max_render_memory,
+                    std::time::Duration::from_secs_f64(conf.render_wait),
+                ),
             }),
         })
     }

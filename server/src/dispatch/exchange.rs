@@ -4,6 +4,7 @@ use arrayvec::ArrayVec;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr};
 use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
 
+use crate::http::body_buf::BodyBuf;
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
 
@@ -12,8 +13,8 @@ use crate::http::status;
 pub enum BodyLoc {
     /// Contiguous in the read buffer (Content-Length bodies).
     InBuf(Span),
-    /// Decoded from chunks.
-    Owned(Vec<u8>),
+    /// Read into a buffer of its own (chunked, large, HTTP/2).
+    Owned(BodyBuf),
 }
 
 /// Facts about the connection a request came on.
@@ -71,7 +72,7 @@ impl Exchange {
         }
         let body: &[u8] = match &self.body {
             BodyLoc::InBuf(span) => span.get(buf),
-            BodyLoc::Owned(v) => v,
+            BodyLoc::Owned(v) => &v[..],
         };
         let path = head.path(buf);
         let req = Request {

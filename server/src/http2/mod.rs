@@ -2,6 +2,7 @@
 //! (h2c, detected by the connection preface). Each stream goes through the same `dispatch` as
 //! HTTP/1.1 (see `stream`), inside the connection's task.
 
+mod flood;
 mod rewind;
 mod stream;
 
@@ -33,6 +34,8 @@ where
         .max_frame_size(cfg.max_frame_size)
         .max_header_list_size(cfg.max_header_list_size)
         .max_send_buffer_size(cfg.max_send_buffer_size);
+    let flood = flood::Flood::new(cfg.max_control_frames);
+    let io = flood::Counted::new(io, flood.clone());
     let handshake = builder.handshake::<_, Bytes>(io);
     let mut conn = match tokio::time::timeout(shared.timeouts.header, handshake).await {
         Ok(Ok(conn)) => conn,
@@ -91,6 +94,11 @@ where
                         None => break,
                     }
                 }
+            }
+            _ = flood.tripped() => {
+                tracing::info!(peer = %peer.remote, "HTTP/2 control-frame flood: closing");
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                closing = true;
             }
             _ = stop.changed(), if !closing => {
                 conn.graceful_shutdown();

@@ -18,8 +18,9 @@ use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
     dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
 };
+use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse, BodyFraming, Head, Span};
+use crate::http::parse::{parse, BodyFraming, Head};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -42,15 +43,11 @@ pub async fn handle(
     let mut buf = Vec::with_capacity(1024);
     let mut streamed = None;
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
-        Ok((head, stream_limit)) => {
-            let span = Span {
-                start: head.len as u32,
-                end: buf.len() as u32,
-            };
+        Ok((head, stream_limit, content)) => {
             let mut ex = Exchange {
                 buf,
                 head: Box::new(head),
-                body: BodyLoc::InBuf(span),
+                body: BodyLoc::Owned(content),
                 resp: Response::default(),
                 extra: Vec::new(),
                 stream: None,
@@ -117,16 +114,17 @@ pub async fn handle(
     });
 }
 
-/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body — unless the
-/// handler streams it: then the route's body limit comes back with the head, and the body is
-/// fed to the handler as it arrives (`feed_body`).
+/// Write the head in HTTP/1.1 form into `buf` and parse it, then read the body into a
+/// [`BodyBuf`] (its size once, given back with the request) — unless the handler streams it:
+/// then the route's body limit comes back with the head, and the body is fed to the handler as
+/// it arrives (`feed_body`).
 async fn read_request(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
-) -> Result<(Head, Option<u64>), HttpError> {
+) -> Result<(Head, Option<u64>, BodyBuf), HttpError> {
     let authority = parts.uri.authority().map(|a| a.as_str());
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     buf.extend_from_slice(parts.method.as_str().as_bytes());
@@ -165,17 +163,21 @@ async fn read_request(
         }
     }
     if intake.streamed && !body.is_end_stream() {
-        return Ok((head, Some(limit)));
+        return Ok((head, Some(limit), BodyBuf::default()));
     }
+    let mut content = match head.body {
+        BodyFraming::Length(n) => BodyBuf::with_capacity(n)?,
+        _ => BodyBuf::default(),
+    };
     let timeout = shared.timeouts.body;
     while let Some(data) = next_data(body, timeout).await? {
-        if (buf.len() - head.len + data.len()) as u64 > limit {
+        if (content.len() + data.len()) as u64 > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
-        buf.extend_from_slice(&data);
+        content.extend(&data)?;
         let _ = body.flow_control().release_capacity(data.len());
     }
-    Ok((head, None))
+    Ok((head, None, content))
 }
 
 /// Feed a streamed body to its handler as DATA frames arrive. Flow-control capacity is given
