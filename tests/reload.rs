@@ -135,6 +135,15 @@ fn no_request_is_lost_across_reloads() {
     assert!(!log.contains("reload refused"), "{log}");
 }
 
+/// Sets the flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// A configuration proxying `/app` to backend `app`, plus the `extra` JSON (backends and routes).
 fn proxy_config(app: &str, extra_backends: &str, extra_routes: &str) -> String {
     format!(
@@ -161,6 +170,9 @@ fn reload_applies_added_removed_and_changed_backends_under_load() {
     );
     let srv = Arc::new(Server::start(&proxy_config(&a.address(), "", "")));
     let done = Arc::new(AtomicBool::new(false));
+    // Clients stop even if an assertion below fails, so that the server (which they share)
+    // is dropped and stopped.
+    let _stop_clients = StopOnDrop(done.clone());
     let mut clients = Vec::new();
     for _ in 0..3 {
         let (srv, done) = (srv.clone(), done.clone());
