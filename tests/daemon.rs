@@ -233,6 +233,68 @@ fn daemon_reports_a_failed_start() {
 }
 
 #[test]
+fn a_second_start_leaves_the_running_daemon_alone() {
+    let d = Daemon::start(CONFIG, &[]);
+    let sup = d.supervisor();
+    // The same port (the second server could not bind) and another port (it could): both
+    // refused before binding, and the pid file still names the running daemon.
+    let other = free_port();
+    for port in [d.port, other] {
+        let out = daemon_command(&d.dir, port, &[]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("already running as process {sup}")),
+            "{err}"
+        );
+        assert_eq!(d.supervisor(), sup, "the pid file was touched");
+    }
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", other)).is_err(),
+        "the refused start listened"
+    );
+    // The foreground server with -p refuses the same way.
+    let out = Command::new(osprey_bin())
+        .arg("-w")
+        .arg(d.dir.path())
+        .args(["-c", "osprey.json", "-p", "osprey.pid", "-H"])
+        .arg(format!("127.0.0.1:{other}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(d.supervisor(), sup);
+    // `-s stop` still finds it.
+    let out = d.ctl("stop");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!alive(sup));
+    assert!(!d.pid_file().exists());
+}
+
+#[test]
+fn a_stale_pid_file_is_replaced() {
+    let dir = TempDir::new("stalepid");
+    dir.write("osprey.json", CONFIG);
+    // The pid of a process that has exited.
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    dir.write("osprey.pid", format!("{}\n", gone.id()));
+    let port = free_port();
+    let out = daemon_command(&dir, port, &[]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Daemon { dir, port };
+    assert_ne!(d.supervisor(), gone.id());
+    assert_eq!(d.get("/v").unwrap().status, 200);
+}
+
+#[test]
 fn signal_without_a_server_is_an_error() {
     let dir = TempDir::new("nopid");
     let out = Command::new(osprey_bin())

@@ -71,6 +71,29 @@ fn read_pid(pid_file: &Path) -> Result<Pid, String> {
         .ok_or_else(|| format!("pid file {} does not hold a process id", pid_file.display()))
 }
 
+/// A start refuses to run beside the server its pid file names: it would fail to bind at best,
+/// and must never take over or remove the live server's pid file. A pid file that is missing,
+/// unreadable or names no live process is stale and will be overwritten.
+pub fn refuse_if_running(pid_file: &Path) -> Result<(), String> {
+    let Ok(pid) = read_pid(pid_file) else {
+        return Ok(());
+    };
+    match kill(pid, None) {
+        Ok(()) | Err(nix::errno::Errno::EPERM) => Err(format!(
+            "already running as process {pid} (pid file {}); stop it first (-s stop)",
+            pid_file.display()
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Remove the pid file, if it still names `pid`: a process removes only the file it wrote.
+pub fn remove_pid_file(path: &Path, pid: u32) {
+    if read_pid(path).is_ok_and(|p| p.as_raw() as u32 == pid) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Write `pid` to `path` (as an absolute path, so it can be removed after `-w`).
 pub fn write_pid_file(path: &Path, pid: u32) -> Result<PathBuf, String> {
     std::fs::write(path, format!("{pid}\n"))
@@ -245,7 +268,8 @@ impl std::fmt::Display for Exit {
 }
 
 fn finish(pid_file: &Path, code: i32) -> ! {
-    let _ = std::fs::remove_file(pid_file);
+    // Written by the first process once the server listened; never another daemon's.
+    remove_pid_file(pid_file, std::process::id());
     std::process::exit(code)
 }
 

@@ -134,6 +134,9 @@ fn start(cli: Cli) -> Result<(), String> {
         .error_log
         .clone()
         .or_else(|| config.logging.error_log.clone());
+    if !cli.test && (cli.daemon || cli.pid_file.is_some()) {
+        daemon::refuse_if_running(&pid_file)?;
+    }
     if cli.daemon && !cli.test {
         let log = error_log.get_or_insert_with(|| daemon::DEFAULT_ERROR_LOG.into());
         daemon::set_supervisor_log(Path::new(log));
@@ -187,7 +190,7 @@ fn start(cli: Cli) -> Result<(), String> {
     let result = server::run(shared, &reloader, after_bind);
     access_log::flush_thread();
     if let Some(path) = &own_pid_file {
-        let _ = std::fs::remove_file(path);
+        daemon::remove_pid_file(path, std::process::id());
     }
     result
 }
