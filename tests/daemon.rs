@@ -295,6 +295,52 @@ fn a_stale_pid_file_is_replaced() {
 }
 
 #[test]
+fn reload_checks_the_configuration_before_signalling() {
+    let d = Daemon::start(CONFIG, &[]);
+    // `-s reload` without `-c`: the running daemon's own command line names the file.
+    let bad = [
+        (
+            CONFIG.replace("\"text\", \"text\"", "\"text\", \"txet\""),
+            "osprey.json:6: key `routing[1]`: unknown key `txet`",
+        ),
+        (
+            CONFIG.replace("\"handler\": \"text\"", "\"handler\": \"nope\""),
+            "osprey.json:6: key `routing[1]`: no loaded module provides handler `nope`",
+        ),
+        // Refused by a reload, and so by `-t` too.
+        (
+            CONFIG.replace(
+                "\"routing\"",
+                "\"logging\": {\"access_log\": \"no/such/dir/a.log\"},\n  \"routing\"",
+            ),
+            "cannot open access log no/such/dir/a.log",
+        ),
+    ];
+    for (text, error) in &bad {
+        d.dir.write("osprey.json", text);
+        let out = d.ctl("reload");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(error), "{err}");
+        assert!(err.contains("reload not signalled"), "{err}");
+        let (ok, check) = common::check_file(&d.dir.path().join("osprey.json"), &[]);
+        assert!(!ok && check.contains(error), "{check}");
+    }
+    let log = std::fs::read_to_string(d.error_log()).unwrap();
+    assert!(
+        !log.contains("SIGHUP"),
+        "a bad configuration was signalled:\n{log}"
+    );
+    assert_eq!(d.get("/v").unwrap().text(), "first");
+    // A good one is signalled.
+    d.dir
+        .write("osprey.json", CONFIG.replace("\"first\"", "\"second\""));
+    assert!(d.ctl("reload").status.success());
+    wait_file(&d.error_log(), "configuration reloaded", 1);
+    assert_eq!(d.get("/v").unwrap().text(), "second");
+}
+
+#[test]
 fn signal_without_a_server_is_an_error() {
     let dir = TempDir::new("nopid");
     let out = Command::new(osprey_bin())

@@ -60,7 +60,20 @@ pub fn send(action: &str, pid_file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn read_pid(pid_file: &Path) -> Result<Pid, String> {
+/// The command line and working directory of process `pid` (Linux /proc), if readable.
+pub fn command_line(pid: Pid) -> Option<(Vec<std::ffi::OsString>, PathBuf)> {
+    use std::os::unix::ffi::OsStrExt;
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let dir = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    let args = raw
+        .strip_suffix(&[0])?
+        .split(|&b| b == 0)
+        .map(|a| std::ffi::OsStr::from_bytes(a).to_owned())
+        .collect();
+    Some((args, dir))
+}
+
+pub fn read_pid(pid_file: &Path) -> Result<Pid, String> {
     let text = std::fs::read_to_string(pid_file)
         .map_err(|e| format!("cannot read pid file {}: {e}", pid_file.display()))?;
     text.trim()

@@ -4,6 +4,7 @@
 #![allow(async_fn_in_trait)]
 
 pub mod access_log;
+pub mod check;
 pub mod config;
 pub mod conn;
 pub mod daemon;

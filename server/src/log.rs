@@ -25,15 +25,7 @@ fn open(path: &str) -> Result<File, String> {
 
 /// Set up logging at `level` (`error`, `warn`, `info`, `debug`), to `file` when given.
 pub fn init(level: &str, file: Option<&str>) -> Result<(), String> {
-    let level = match level.to_ascii_lowercase().as_str() {
-        l @ ("error" | "warn" | "info" | "debug" | "trace") => l.to_owned(),
-        "warning" => "warn".into(),
-        other => {
-            return Err(format!(
-                "unknown log level `{other}` (error, warn, info, debug)"
-            ))
-        }
-    };
+    let level = parse_level(level)?;
     let filter = EnvFilter::try_new(&level).map_err(|e| e.to_string())?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -50,6 +42,17 @@ pub fn init(level: &str, file: Option<&str>) -> Result<(), String> {
         None => builder.with_writer(std::io::stderr).init(),
     }
     Ok(())
+}
+
+/// The tracing level for `level` (`warning` is `warn`).
+pub fn parse_level(level: &str) -> Result<String, String> {
+    match level.to_ascii_lowercase().as_str() {
+        l @ ("error" | "warn" | "info" | "debug" | "trace") => Ok(l.to_owned()),
+        "warning" => Ok("warn".into()),
+        other => Err(format!(
+            "unknown log level `{other}` (error, warn, info, debug)"
+        )),
+    }
 }
 
 /// The error log file's path, if logging to one.
