@@ -198,3 +198,45 @@ fn nxweb_sample_configuration_loads_and_serves() {
     let sig = osprey_image::sign::sign(key.as_bytes(), "/pic.77x77.png");
     assert_eq!(srv.get(&format!("/pic.77x77.png?sig={sig}")).status, 200);
 }
+
+/// Logs an operator can live with: no colour codes in a redirected log, identical warnings
+/// rate-limited, and a start-up error printed once.
+#[test]
+fn error_log_is_plain_rate_limited_and_says_an_error_once() {
+    // A backend nobody listens on: every request logs the same warning.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = dead.local_addr().unwrap();
+    drop(dead);
+    let srv = Server::start(&format!(
+        r#"{{"backends": {{"b": {{"connect": "{address}"}}}},
+            "routing": [{{"handler": "http_proxy", "backend": "b"}}]}}"#
+    ));
+    for _ in 0..40 {
+        assert_eq!(srv.get("/x").status, 502);
+    }
+    let log = srv.log_text();
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in a redirected log:\n{log}"
+    );
+    let repeated = log
+        .matches("upstream attempt failed: connect failed")
+        .count();
+    assert!(
+        (1..=5).contains(&repeated),
+        "{repeated} identical warnings written:\n{log}"
+    );
+    assert!(log.contains("listening on"), "{log}");
+
+    // The port is taken: said once (not by the logger and again on standard error).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let out = Command::new(osprey_bin())
+        .args(["-H", &format!("127.0.0.1:{port}"), "--workers", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+    assert!(!err.contains('\x1b'), "{err}");
+}

@@ -201,6 +201,19 @@ fn supervisor_relaunches_a_server_that_died() {
         )),
         "{log}"
     );
+    // The supervisor's lines look like the server's: the same timestamp, then the level.
+    let shape = |line: &str| {
+        let (stamp, rest) = line.split_once(' ').unwrap_or_default();
+        let stamp_ok = stamp.len() == 27 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T';
+        (
+            stamp_ok,
+            rest.trim_start().split(' ').next().unwrap_or("").to_owned(),
+        )
+    };
+    let supervisor = log.lines().find(|l| l.contains("was killed by")).unwrap();
+    let server = log.lines().find(|l| l.contains("listening on")).unwrap();
+    assert_eq!(shape(supervisor), (true, "WARN".to_owned()), "{supervisor}");
+    assert_eq!(shape(server).0, true, "{server}");
     // A clean exit of the server (SIGTERM to it) is not a crash: the supervisor ends too.
     let sup = d.supervisor();
     kill(second, "TERM");

@@ -295,8 +295,7 @@ fn note(message: &str) {
         .append(true)
         .open(&path)
     {
-        let now = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let _ = writeln!(f, "{now}  WARN {message}");
+        let _ = f.write_all(crate::log::format_line("WARN", message).as_bytes());
     }
 }
 

@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod http;
 pub mod http2;
 pub mod log;
+pub mod log_limit;
 pub mod modules;
 pub mod net;
 pub mod reload;

@@ -92,7 +92,10 @@ fn main() -> ExitCode {
         Err(message) => {
             daemon::report_failure(&message);
             tracing::error!("{message}");
-            eprintln!("osprey: {message}");
+            // Once: the line above already went to standard error when the log goes there.
+            if !log::on_stderr() {
+                eprintln!("osprey: {message}");
+            }
             ExitCode::FAILURE
         }
     }
