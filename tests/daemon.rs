@@ -213,7 +213,7 @@ fn supervisor_relaunches_a_server_that_died() {
     let supervisor = log.lines().find(|l| l.contains("was killed by")).unwrap();
     let server = log.lines().find(|l| l.contains("listening on")).unwrap();
     assert_eq!(shape(supervisor), (true, "WARN".to_owned()), "{supervisor}");
-    assert_eq!(shape(server).0, true, "{server}");
+    assert!(shape(server).0, "{server}");
     // A clean exit of the server (SIGTERM to it) is not a crash: the supervisor ends too.
     let sup = d.supervisor();
     kill(second, "TERM");
