@@ -121,7 +121,7 @@ impl Drop for Line {
             let mut limiter = LIMITER.lock().unwrap_or_else(|e| e.into_inner());
             limiter
                 .get_or_insert_with(Limiter::default)
-                .admit(&text, Instant::now(), &timestamp())
+                .admit(&text, Instant::now(), timestamp)
         };
         if out.is_empty() {
             return;

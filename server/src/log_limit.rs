@@ -20,13 +20,15 @@ struct Seen {
 #[derive(Default)]
 pub struct Limiter {
     seen: HashMap<String, Seen>,
+    /// Ended windows are looked for at most once a second, not on every line.
+    last_sweep: Option<Instant>,
 }
 
 impl Limiter {
     /// What to write for one formatted line (`timestamp level message...`) at `now`: the line
     /// itself, or nothing when it is suppressed, after the summaries of windows that ended.
-    /// `stamp` is the current timestamp, for summaries.
-    pub fn admit(&mut self, line: &str, now: Instant, stamp: &str) -> String {
+    /// `stamp` gives the current timestamp, for summaries.
+    pub fn admit(&mut self, line: &str, now: Instant, stamp: impl Fn() -> String) -> String {
         let mut out = self.summaries(now, stamp);
         let Some((level, key)) = split(line) else {
             out.push_str(line);
@@ -54,8 +56,15 @@ impl Limiter {
     }
 
     /// One line for each ended window that suppressed something; ended windows are dropped.
-    fn summaries(&mut self, now: Instant, stamp: &str) -> String {
+    fn summaries(&mut self, now: Instant, stamp: impl Fn() -> String) -> String {
         let mut out = String::new();
+        if self
+            .last_sweep
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return out;
+        }
+        self.last_sweep = Some(now);
         self.seen.retain(|key, seen| {
             if now.duration_since(seen.since) < WINDOW {
                 return true;
@@ -65,7 +74,8 @@ impl Limiter {
                 let n = seen.suppressed;
                 let s = if n == 1 { "" } else { "s" };
                 out.push_str(&format!(
-                    "{stamp} {level:>5} {n} similar message{s} suppressed: {}",
+                    "{} {level:>5} {n} similar message{s} suppressed: {}",
+                    stamp(),
                     message.trim_start()
                 ));
                 if !out.ends_with('\n') {
@@ -104,19 +114,22 @@ mod tests {
         let t0 = Instant::now();
         let mut written = String::new();
         for i in 0..100 {
-            written += &l.admit(&line(i % 60, "upstream down"), t0, "T");
+            written += &l.admit(&line(i % 60, "upstream down"), t0, || "T".into());
         }
         assert_eq!(written.matches("upstream down").count(), BURST as usize);
         // Another message is not held back by the first.
-        assert_eq!(l.admit(&line(1, "other"), t0, "T"), line(1, "other"));
+        assert_eq!(
+            l.admit(&line(1, "other"), t0, || "T".into()),
+            line(1, "other")
+        );
         // INFO lines are never limited.
         let info = "2026-01-01T00:00:01.000000Z  INFO served\n";
         for _ in 0..10 {
-            assert_eq!(l.admit(info, t0, "T"), info);
+            assert_eq!(l.admit(info, t0, || "T".into()), info);
         }
         // After the window: the count first, then the line again.
         let later = t0 + WINDOW;
-        let out = l.admit(&line(20, "upstream down"), later, "T");
+        let out = l.admit(&line(20, "upstream down"), later, || "T".into());
         assert_eq!(
             out,
             format!(
@@ -132,7 +145,7 @@ mod tests {
         let t0 = Instant::now();
         for i in 0..50 {
             let text = format!("request {i} failed");
-            assert_eq!(l.admit(&line(0, &text), t0, "T"), line(0, &text));
+            assert_eq!(l.admit(&line(0, &text), t0, || "T".into()), line(0, &text));
         }
     }
 }
