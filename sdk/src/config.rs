@@ -17,6 +17,8 @@ pub const CORE_KEYS: &[&str] = &[
     "type",
     "name",
     "priority",
+    // Given to each filter by the core: its route's `dir`, when the route has one.
+    "route_dir",
 ];
 
 /// A configuration error. `line` is 1-based within the JSON text the module was given (0 when

@@ -35,6 +35,11 @@ fn open(path: &str) -> Result<Arc<File>, String> {
         .map_err(|e| format!("cannot open access log {path}: {e}"))
 }
 
+/// Can `path` be opened for logging? (It is created if missing, as start-up would.)
+pub fn check(path: &str) -> Result<(), String> {
+    open(path).map(drop)
+}
+
 /// Log to `path` (`None`: off). Keeps the open file when the path is unchanged.
 pub fn configure(path: Option<&str>) -> Result<(), String> {
     let mut sink = SINK.lock().unwrap();

@@ -5,6 +5,7 @@
 
 pub mod access_log;
 pub mod body;
+pub mod check;
 pub mod config;
 pub mod conn;
 pub mod daemon;
@@ -12,6 +13,7 @@ pub mod dispatch;
 pub mod http;
 pub mod http2;
 pub mod log;
+pub mod log_limit;
 pub mod modules;
 pub mod net;
 pub mod reload;

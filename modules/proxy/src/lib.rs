@@ -43,7 +43,8 @@ const NOT_FORWARDED: &[&str] = &[
 struct RouteConf {
     /// A name from the configuration's `backends`.
     backend: String,
-    /// Replaces the route prefix in the path sent upstream (NXWEB's `uri`).
+    /// Replaces the route prefix in the path sent upstream (NXWEB's `uri`; `""` sends the path
+    /// below the prefix as it is).
     uri: Option<String>,
     /// Send the client's `Host` upstream instead of the server's address.
     #[serde(default)]
@@ -71,11 +72,13 @@ impl Module for ProxyModule {
             )
         })?;
         if let Some(uri) = &conf.uri {
-            if !uri.starts_with('/') || uri.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'?') {
+            // `""` (NXWEB): the path below the prefix, as it is.
+            let path = uri.is_empty() || uri.starts_with('/');
+            if !path || uri.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'?') {
                 return Err(ConfigError::at_key(
                     route,
                     "uri",
-                    "uri must be a path starting with `/`",
+                    "uri must be empty or a path starting with `/`",
                 ));
             }
         }
@@ -110,6 +113,10 @@ impl Proxy {
                 target.push_str(base);
                 target.push_str(info);
             }
+        }
+        if target.is_empty() {
+            // `"uri": ""` and the prefix itself was asked for.
+            target.push('/');
         }
         if !req.query.is_empty() {
             target.push('?');

@@ -240,8 +240,8 @@ fn respond(
         if server.record_failure(backend.max_fails, backend.fail_timeout) {
             tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?} after status {}", backend.fail_timeout, head.status);
         }
-    } else {
-        server.record_success();
+    } else if server.record_success() {
+        tracing::info!(backend = %backend.name, server = %server.name, "server answered: back in service");
     }
     let mut resp = Response::new();
     resp.status = head.status;
