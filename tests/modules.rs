@@ -127,3 +127,36 @@ fn lifecycle_hooks_and_module_config_reach_modules() {
     assert!(!ok);
     assert!(text.contains(":3: key `modules.nosuch`"), "{text}");
 }
+
+#[test]
+fn error_outcome_keeps_the_headers_the_handler_set() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}], "routing": [
+            {"prefix": "/inline", "handler": "fail", "status": 404, "text": "cors"},
+            {"prefix": "/filtered", "handler": "fail", "status": 403, "text": "cors",
+             "filters": [{"type": "tag", "text": "t"}]},
+            {"prefix": "/bare", "handler": "fail", "status": 404}]}"#,
+    );
+    for (path, status) in [("/inline", 404), ("/filtered", 403)] {
+        let r = srv.get(path);
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(r.header("x-fail-note"), Some("cors"), "{path}: {r:?}");
+        // The error page's own type, not the one set for the body it replaced.
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=utf-8"),
+            "{path}"
+        );
+        assert_eq!(
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                .count(),
+            1,
+            "{path}: {r:?}"
+        );
+    }
+    let r = srv.get("/bare");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("x-fail-note"), None);
+}

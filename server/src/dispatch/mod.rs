@@ -11,6 +11,7 @@ use crate::router::Route;
 use crate::server::Shared;
 
 mod exchange;
+use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 
 /// A handler result that can come back from a worker thread.
@@ -188,7 +189,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
                 ex.resp.clear();
                 continue;
             }
-            Outcome::Error(status) => error_response(&mut ex.resp, status, ""),
+            Outcome::Error(status) => handler_error_response(&mut ex.resp, status),
             Outcome::Later(future) => {
                 let at = (index, info_start);
                 return Routed::Unfinished(Box::new(Unfinished {
@@ -229,7 +230,7 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) ->
         let route = shared.router.route(at.0);
         match future.await {
             Reply::Done(resp) => ex.resp = resp,
-            Reply::Error(status) => error_response(&mut ex.resp, status, ""),
+            Reply::Error(status) => handler_error_response(&mut ex.resp, status),
         }
         crate::stats::count_module(route.stat);
         return Some(ex);
@@ -298,7 +299,7 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)>
                 // Filters see error pages too: a cache may answer with a stale entry.
                 Answer::Error(status) => {
                     crate::stats::count_module(route.stat);
-                    error_response(&mut ex.resp, status, "");
+                    handler_error_response(&mut ex.resp, status);
                     route.filters.len()
                 }
                 Answer::Busy => return Some((ex, true)),
