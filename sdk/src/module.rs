@@ -178,12 +178,24 @@ pub fn root_module<M: Exported>() -> ModuleRef {
 /// Export a [`Module`] type as this library's root module. Use it once per library crate
 /// (`crate-type = ["cdylib"]`).
 ///
+/// It refuses to compile when the crate is built with `panic = "abort"`: the SDK turns a panic
+/// in a handler into a 500 by unwinding to the module boundary, and under `abort` one
+/// panicking request would kill the whole server instead.
+///
 /// ```ignore
 /// osprey_sdk::export_module!(HelloModule);
 /// ```
 #[macro_export]
 macro_rules! export_module {
     ($module:ty) => {
+        // Expanded in the module's crate, so this sees the module's own profile.
+        #[cfg(panic = "abort")]
+        ::core::compile_error!(
+            "osprey module built with panic = \"abort\": a panic in one request would kill the \
+             whole server. Set `panic = \"unwind\"` in the [profile.*] sections of the module's \
+             workspace (the SDK catches panics at the boundary and answers 500)."
+        );
+
         const _: () = {
             static SLOT: ::std::sync::OnceLock<$module> = ::std::sync::OnceLock::new();
             impl $crate::module::Exported for $module {
