@@ -21,6 +21,8 @@ pub mod params;
 pub mod random;
 pub mod request;
 pub mod response;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tunnel;
 pub mod upstream;
 
