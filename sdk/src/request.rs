@@ -93,14 +93,32 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Query-string parameters, decoded on demand.
+    /// Query-string parameters, decoded (leniently, see [`Params::parse`]) in one pass: call
+    /// it once and `get` from the result when a handler reads several.
     pub fn query_params(&self) -> Params {
         Params::parse(self.query.as_str())
     }
 
-    /// One query parameter, decoded.
+    /// Query-string parameters, or why the query is malformed (answer 400 with it).
+    ///
+    /// ```
+    /// # use osprey_sdk::testing::TestRequest;
+    /// TestRequest::get("/?a=%zz").with_view(|req| {
+    ///     let err = req.query_params_strict().unwrap_err();
+    ///     assert_eq!(err.to_string(), "bad percent-escape at byte 2");
+    /// });
+    /// ```
+    pub fn query_params_strict(&self) -> Result<Params, params::DecodeError> {
+        Params::parse_strict(self.query.as_str())
+    }
+
+    /// One query parameter, decoded leniently. It scans the query up to the first match and
+    /// decodes only that value; for several parameters, [`query_params`](Self::query_params)
+    /// parses once.
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query_params().get(name).map(str::to_owned)
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
     }
 
     /// `application/x-www-form-urlencoded` body parameters (empty for other content types).
