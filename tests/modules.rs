@@ -56,7 +56,11 @@ fn abi_mismatch_is_refused_before_any_module_code_runs() {
     assert!(!ok);
     assert_eq!(text.trim().lines().count(), 1, "{text}");
     assert!(
-        text.contains("abi_mismatch") && text.contains("incompatible osprey-sdk"),
+        text.contains("abi_mismatch")
+            && text.contains("incompatible osprey-sdk")
+            && text.contains(
+                "ModuleRoot: mismatched package (expected osprey-sdk, found osprey-abi-mismatch)"
+            ),
         "{text}"
     );
 }
