@@ -43,9 +43,53 @@ pub fn load_library(path: &Path) -> Result<ModuleRef, String> {
     if let Some(why) = version_mismatch(ModuleRef::VERSION_STRINGS, header.version_strings()) {
         return Err(format!("module library {what}: {why}"));
     }
-    header
+    let root = header
         .init_root_module::<ModuleRef>()
-        .map_err(|e| format!("module library {what}: {}", describe(&e)))
+        .map_err(|e| format!("module library {what}: {}", describe(&e)))?;
+    if first_load_changed(path) {
+        tracing::warn!(
+            "module library {what} changed on disk since it was loaded; this server keeps running \
+             the code it loaded (libraries are never unloaded): restart it to load the new build"
+        );
+    }
+    Ok(root)
+}
+
+/// What identifies one build of a library file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    inode: u64,
+    size: u64,
+    mtime: (i64, i64),
+}
+
+impl FileId {
+    fn of(path: &Path) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = path.metadata().ok()?;
+        Some(FileId {
+            dev: m.dev(),
+            inode: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+        })
+    }
+}
+
+/// Whether `path` differs from the file that was there when it was first loaded (recorded
+/// now if this is the first load). The dynamic loader hands back the library it already has
+/// for a path, so a rebuilt file is not what runs.
+fn first_load_changed(path: &Path) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Option<FileId>>>> = OnceLock::new();
+    let now = FileId::of(path);
+    let mut loaded = LOADED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *loaded.entry(path.to_path_buf()).or_insert(now) != now
 }
 
 /// One line for abi_stable's (often very long) errors.
