@@ -44,6 +44,7 @@ pub enum Outcome {
 #[repr(C, u8)]
 #[derive(StableAbi, Debug)]
 pub enum Reply {
+    /// The response is ready.
     Done(Response),
     /// The core's error page; headers set on the response before `Later` was returned stay,
     /// as with [`Outcome::Error`].
@@ -81,11 +82,13 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The ABI-stable face of a [`Handler`], as the core holds it. Module authors do not implement
-/// this: [`HandlerBox::new`] wraps a `Handler` so that a panic becomes a 500.
+/// this: [`handler_box`] wraps a `Handler` so that a panic becomes a 500.
 #[sabi_trait]
 pub trait FfiHandler: Send + Sync {
+    /// See [`Handler::handle`].
     fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome;
 
+    /// See [`Handler::mode`].
     #[sabi(last_prefix_field)]
     fn mode(&self) -> Mode;
 }

@@ -8,6 +8,8 @@
 //!
 //! See `sdk/README.md` for a five-minute guide.
 
+// Every public item is documented (the SDK is what module authors read).
+#![warn(missing_docs)]
 // abi_stable's sabi_trait expansion trips this lint (fixed upstream after 0.11).
 #![allow(non_local_definitions)]
 

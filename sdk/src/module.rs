@@ -39,15 +39,21 @@ pub enum Lifecycle {
 #[sabi(kind(Prefix(prefix_ref = ModuleRef)))]
 #[sabi(missing_field(panic))]
 pub struct ModuleRoot {
+    /// The module's name ([`Module::NAME`]).
     pub name: extern "C" fn() -> RStr<'static>,
+    /// The handler types it provides ([`Module::HANDLERS`]).
     pub handler_types: extern "C" fn() -> RVec<RStr<'static>>,
+    /// The filter types it provides ([`Module::FILTERS`]).
     pub filter_types: extern "C" fn() -> RVec<RStr<'static>>,
     /// Give the module the host's services and its `modules.<name>` section (`null` if none).
     pub init: extern "C" fn(host: HostRef, config: RStr<'_>) -> RResult<(), ConfigError>,
+    /// Build a handler from its route's JSON ([`Module::new_handler`]).
     pub new_handler:
         extern "C" fn(type_name: RStr<'_>, config: RStr<'_>) -> RResult<HandlerBox, ConfigError>,
+    /// Build a filter from its JSON ([`Module::new_filter`]).
     pub new_filter:
         extern "C" fn(type_name: RStr<'_>, config: RStr<'_>) -> RResult<FilterBox, ConfigError>,
+    /// Announce a point in the server's life ([`Module::lifecycle`]).
     #[sabi(last_prefix_field)]
     pub lifecycle: extern "C" fn(event: Lifecycle),
 }

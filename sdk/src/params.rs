@@ -80,10 +80,12 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every (name, value) pair, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// Whether there are no pairs.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -11,7 +11,9 @@ use crate::params::{self, Params};
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug)]
 pub struct Header<'a> {
+    /// The name as sent (compare case-insensitively).
     pub name: RStr<'a>,
+    /// The value, surrounding whitespace removed.
     pub value: RSlice<'a, u8>,
 }
 

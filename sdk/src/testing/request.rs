@@ -25,13 +25,19 @@ use crate::response::HeaderPair;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRequest {
+    /// `GET`, `POST`, ...
     pub method: String,
     /// Origin form: path and query.
     pub uri: String,
+    /// Headers in order, as (name, value).
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The (decoded) body.
     pub body: Vec<u8>,
+    /// The client's `ip:port`.
     pub remote_addr: String,
+    /// Came over TLS.
     pub secure: bool,
+    /// Came over HTTP/2.
     pub http2: bool,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub http_minor: u8,
@@ -55,14 +61,17 @@ impl TestRequest {
         }
     }
 
+    /// A `GET` request.
     pub fn get(uri: &str) -> Self {
         Self::new("GET", uri)
     }
 
+    /// A `HEAD` request.
     pub fn head(uri: &str) -> Self {
         Self::new("HEAD", uri)
     }
 
+    /// A `POST` request (add a body with [`TestRequest::body`]).
     pub fn post(uri: &str) -> Self {
         Self::new("POST", uri)
     }
@@ -135,6 +144,7 @@ impl TestRequest {
         self
     }
 
+    /// Set the body.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = body.into();
         self

@@ -23,8 +23,11 @@ pub enum Verdict {
 /// error's status set), and the body read into memory (streams drained, files read).
 #[derive(Debug)]
 pub struct TestResponse {
+    /// How the handler answered.
     pub verdict: Verdict,
+    /// The response as the module left it (an error's status set).
     pub response: Response,
+    /// The body's bytes.
     pub body: Vec<u8>,
 }
 
@@ -38,6 +41,7 @@ impl TestResponse {
         }
     }
 
+    /// The status code (an error's status for `Verdict::Error`).
     pub fn status(&self) -> u16 {
         self.response.status
     }

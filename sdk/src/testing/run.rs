@@ -18,6 +18,7 @@ use super::{host, TestRequest, TestResponse, Verdict};
 /// Something that answers requests: a [`HandlerBox`] (as `Module::new_handler` builds it,
 /// with its panic guard) or any [`Handler`].
 pub trait Answers {
+    /// Answer one request.
     fn answer(&self, req: &Request<'_>, resp: &mut Response) -> Outcome;
 }
 
