@@ -123,19 +123,42 @@ impl<'a> Request<'a> {
             .map(|(_, v)| v.into_owned())
     }
 
-    /// `application/x-www-form-urlencoded` body parameters (empty for other content types).
+    /// `application/x-www-form-urlencoded` body parameters (empty for other content types),
+    /// decoded leniently.
     pub fn form_params(&self) -> Params {
-        let is_form = self.header("content-type").is_some_and(|ct| {
+        match (self.is_form(), std::str::from_utf8(self.body.as_slice())) {
+            (true, Ok(body)) => Params::parse(body),
+            _ => Params::default(),
+        }
+    }
+
+    /// Form body parameters (empty for other content types), or why the body is malformed.
+    ///
+    /// ```
+    /// # use osprey_sdk::testing::TestRequest;
+    /// let req = TestRequest::post("/")
+    ///     .header("Content-Type", "application/x-www-form-urlencoded")
+    ///     .body(&b"a=%C3%A9&b=%E9"[..]);
+    /// req.with_view(|r| assert!(r.form_params_strict().is_err()));
+    /// ```
+    pub fn form_params_strict(&self) -> Result<Params, params::DecodeError> {
+        if !self.is_form() {
+            return Ok(Params::default());
+        }
+        // Escapes decode to bytes; raw bytes must already be UTF-8.
+        let body = std::str::from_utf8(self.body.as_slice())
+            .map_err(|e| params::DecodeError::InvalidUtf8(e.valid_up_to()))?;
+        Params::parse_strict(body)
+    }
+
+    fn is_form(&self) -> bool {
+        self.header("content-type").is_some_and(|ct| {
             ct.split(';')
                 .next()
                 .unwrap_or("")
                 .trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-        match (is_form, std::str::from_utf8(self.body.as_slice())) {
-            (true, Ok(body)) => Params::parse(body),
-            _ => Params::default(),
-        }
+        })
     }
 
     /// Cookies from every `Cookie` header, as (name, value) pairs.
