@@ -56,7 +56,11 @@ fn abi_mismatch_is_refused_before_any_module_code_runs() {
     assert!(!ok);
     assert_eq!(text.trim().lines().count(), 1, "{text}");
     assert!(
-        text.contains("abi_mismatch") && text.contains("incompatible osprey-sdk"),
+        text.contains("abi_mismatch")
+            && text.contains("incompatible osprey-sdk")
+            && text.contains(
+                "ModuleRoot: mismatched package (expected osprey-sdk, found osprey-abi-mismatch)"
+            ),
         "{text}"
     );
 }
@@ -201,4 +205,35 @@ fn a_missing_stock_library_names_the_load_entry() {
             && err.contains(r#"add its library to `load`: {"so": "/path/to/libosprey_static.so"}"#),
         "{err}"
     );
+#[test]
+fn error_outcome_keeps_the_headers_the_handler_set() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}], "routing": [
+            {"prefix": "/inline", "handler": "fail", "status": 404, "text": "cors"},
+            {"prefix": "/filtered", "handler": "fail", "status": 403, "text": "cors",
+             "filters": [{"type": "tag", "text": "t"}]},
+            {"prefix": "/bare", "handler": "fail", "status": 404}]}"#,
+    );
+    for (path, status) in [("/inline", 404), ("/filtered", 403)] {
+        let r = srv.get(path);
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(r.header("x-fail-note"), Some("cors"), "{path}: {r:?}");
+        // The error page's own type, not the one set for the body it replaced.
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=utf-8"),
+            "{path}"
+        );
+        assert_eq!(
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                .count(),
+            1,
+            "{path}: {r:?}"
+        );
+    }
+    let r = srv.get("/bare");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("x-fail-note"), None);
 }

@@ -255,4 +255,35 @@ fn keys_a_reload_cannot_apply_are_named() {
         "{log}"
     );
     assert_eq!(srv.get("/v").text(), "two", "the rest is applied");
+#[test]
+fn reload_names_a_module_library_rebuilt_since_it_was_loaded() {
+    let dir = common::TempDir::new("reload-rebuilt");
+    let lib = dir.path().join("libosprey_hello.so");
+    std::fs::copy(common::module_lib("hello"), &lib).unwrap();
+    let text = format!(
+        r#"{{"load": [{{"so": "{}"}}], "routing": [{{"prefix": "/h", "handler": "hello"}}]}}"#,
+        lib.display()
+    );
+    let srv = Server::start(&text);
+    // An unchanged library: no warning.
+    signal(&srv.child, "HUP");
+    wait_log(&srv, "configuration reloaded", 1);
+    assert!(
+        !srv.log_text().contains("changed on disk"),
+        "{}",
+        srv.log_text()
+    );
+    // Replaced as a build does (a new file renamed over the old one, never written in place:
+    // the running server maps it).
+    let fresh = dir.path().join("fresh.so");
+    std::fs::copy(common::module_lib("hello"), &fresh).unwrap();
+    std::fs::rename(&fresh, &lib).unwrap();
+    signal(&srv.child, "HUP");
+    let log = wait_log(&srv, "configuration reloaded", 2);
+    assert!(
+        log.contains(&format!("module library {} changed on disk", lib.display()))
+            && log.contains("restart it to load the new build"),
+        "{log}"
+    );
+    assert_eq!(srv.get("/h").status, 200);
 }

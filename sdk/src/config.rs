@@ -26,11 +26,14 @@ pub const CORE_KEYS: &[&str] = &[
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The line in the JSON text the error is about (1-based; 0 when unknown).
     pub line: u32,
+    /// What is wrong, for a person.
     pub message: RString,
 }
 
 impl ConfigError {
+    /// An error without a location.
     pub fn new(message: impl Into<String>) -> Self {
         ConfigError {
             line: 0,

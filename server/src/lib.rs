@@ -18,6 +18,7 @@ pub mod modules;
 pub mod net;
 pub mod reload;
 pub mod router;
+pub mod scaffold;
 pub mod server;
 pub mod stats;
 pub mod upstream;

@@ -75,6 +75,24 @@ struct Cli {
     /// Print the version and exit.
     #[arg(short = 'v')]
     version: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+enum Command {
+    /// Create a module crate: a handler, its config struct, a unit test and a configuration
+    /// to run it (`cargo test` and `osprey -c NAME.json` work on it as written).
+    NewModule {
+        /// The module's name (crate, handler type and route prefix).
+        name: String,
+        /// Where to create it (default: ./NAME); must not exist or be empty.
+        dir: Option<PathBuf>,
+        /// The osprey-sdk source to depend on by path (default: the one this server was
+        /// built from, else the crates.io version).
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -86,6 +104,18 @@ fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION")
         );
         return ExitCode::SUCCESS;
+    }
+    if let Some(Command::NewModule { name, dir, sdk }) = &cli.command {
+        return match osprey::scaffold::new_module(name, dir.as_deref(), sdk.as_deref()) {
+            Ok(done) => {
+                println!("{done}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("osprey: {message}");
+                ExitCode::FAILURE
+            }
+        };
     }
     match start(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -57,3 +57,27 @@ impl Handler for Benchmark {
 }
 
 osprey_sdk::export_module!(BenchmarkModule);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osprey_sdk::testing::{self, TestRequest};
+    use osprey_sdk::Body;
+
+    #[test]
+    fn answers_the_shared_body_in_the_asked_mode() {
+        let module: BenchmarkModule = testing::module("null").unwrap();
+        for (kind, mode) in [
+            ("benchmark-inprocess", Mode::Inline),
+            ("benchmark-inworker", Mode::Worker),
+        ] {
+            let h = testing::handler(&module, kind, "{}").unwrap();
+            assert_eq!(h.mode(), mode);
+            let resp = testing::call(&h, &TestRequest::get("/b"));
+            assert_eq!(resp.body, BODY);
+            assert_eq!(resp.header("content-type"), Some("text/html"));
+            // Shared, not copied per request.
+            assert!(matches!(resp.response.body, Body::Shared(_)));
+        }
+    }
+}

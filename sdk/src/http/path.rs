@@ -15,13 +15,18 @@ use crate::params::percent_decode_path;
 /// Why a request path was refused (answer 400 with [`BadPath::reason`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadPath {
+    /// A `..` above the root.
     Escape,
+    /// A NUL byte, raw or `%00`.
     Nul,
+    /// A backslash, raw or `%5C` (a separator on some systems).
     Backslash,
+    /// A `%` not followed by two hex digits.
     Malformed,
 }
 
 impl BadPath {
+    /// The reason to give in the 400 answer.
     pub fn reason(&self) -> &'static str {
         match self {
             BadPath::Escape => "path climbs above the document root",
@@ -38,6 +43,7 @@ impl BadPath {
 pub struct CleanPath {
     /// Segments joined by `/`; empty for the root itself. Not necessarily UTF-8.
     pub rel: Vec<u8>,
+    /// The path ended with `/` (a directory was asked for).
     pub trailing_slash: bool,
 }
 

@@ -103,6 +103,31 @@ impl Exchange {
     }
 }
 
+/// Answer a handler's `Outcome::Error` / `Reply::Error` with the core's error page, keeping
+/// the headers the handler set (CORS, `Cache-Control`, cookies: nginx's `add_header ... always`)
+/// except those that describe a body the page replaces.
+pub fn handler_error_response(resp: &mut Response, status: u16) {
+    let mut kept = std::mem::take(&mut resp.headers);
+    kept.retain(|h| !describes_body(&h.name));
+    error_response(resp, status, "");
+    kept.append(&mut resp.headers);
+    resp.headers = kept;
+}
+
+/// Headers about the representation in the body, wrong for an error page.
+fn describes_body(name: &str) -> bool {
+    let name = name.as_bytes();
+    name.len() >= 8 && name[..8].eq_ignore_ascii_case(b"content-")
+        || [
+            &b"etag"[..],
+            b"last-modified",
+            b"transfer-encoding",
+            b"accept-ranges",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// Fill `resp` with the core's error page.
 pub fn error_response(resp: &mut Response, status: u16, detail: &str) {
     resp.clear();

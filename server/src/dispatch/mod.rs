@@ -13,6 +13,7 @@ use crate::server::Shared;
 mod exchange;
 mod finished;
 pub mod incoming;
+use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
 
@@ -52,7 +53,7 @@ fn handled(outcome: Outcome, resp: &mut Response) -> Handled {
             Handled::Declined
         }
         Outcome::Error(status) => {
-            error_response(resp, status, "");
+            handler_error_response(resp, status);
             Handled::Answered
         }
         Outcome::Later(future) => Handled::Later(future),
@@ -63,7 +64,7 @@ fn handled(outcome: Outcome, resp: &mut Response) -> Handled {
 fn replied(reply: Reply, resp: &mut Response) {
     match reply {
         Reply::Done(answer) => *resp = answer,
-        Reply::Error(status) => error_response(resp, status, ""),
+        Reply::Error(status) => handler_error_response(resp, status),
     }
 }
 

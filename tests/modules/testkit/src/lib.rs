@@ -107,7 +107,15 @@ impl Handler for Kit {
         match self.kind.as_str() {
             "panic" => panic!("testkit panics on purpose"),
             "decline" => Outcome::Next,
-            "fail" => Outcome::Error(self.conf.status),
+            "fail" => {
+                // Headers set before an error answer stay on the error page (but not the
+                // Content-Type of the body it replaces).
+                if !self.conf.text.is_empty() {
+                    resp.header("X-Fail-Note", self.conf.text.clone())
+                        .content_type("application/json");
+                }
+                Outcome::Error(self.conf.status)
+            }
             "text" => {
                 self.served.incr();
                 resp.text(self.conf.text.clone());
