@@ -1,9 +1,12 @@
 //! Requests for tests: built field by field or parsed from raw HTTP/1.1 text.
 
-use abi_stable::std_types::{RSlice, RStr};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
+use async_ffi::{FfiContext, FfiPoll};
 
 use crate::request::{Header, Request};
-use crate::response::HeaderPair;
+use crate::request_body::BodySlot;
+use crate::response::{BodyStream, BodyStream_TO, HeaderPair};
 
 /// A request as a test writes it. [`TestRequest::with_view`] lends it to a handler as the
 /// borrowed [`Request`] the core would build, routing included (`path_info` after the route
@@ -43,6 +46,9 @@ pub struct TestRequest {
     pub http_minor: u8,
     /// The matching route's prefix (empty: a catch-all route).
     pub route_prefix: String,
+    /// Hand the body as a stream (`Request::take_body_stream`), in pieces of this many bytes,
+    /// as the core does for a handler that streams request bodies; 0: buffered in `body`.
+    pub stream_pieces: usize,
 }
 
 impl TestRequest {
@@ -58,6 +64,7 @@ impl TestRequest {
             http2: false,
             http_minor: 1,
             route_prefix: String::new(),
+            stream_pieces: 0,
         }
     }
 
@@ -150,6 +157,13 @@ impl TestRequest {
         self
     }
 
+    /// Hand the body to the handler as a stream in pieces of `piece` bytes (see
+    /// [`Handler::streams_request_body`](crate::Handler::streams_request_body)).
+    pub fn streamed(mut self, piece: usize) -> Self {
+        self.stream_pieces = piece.max(1);
+        self
+    }
+
     /// The client's address, `ip:port` (`[v6]:port`).
     pub fn remote_addr(mut self, addr: &str) -> Self {
         self.remote_addr = addr.to_owned();
@@ -234,6 +248,18 @@ impl TestRequest {
                     value: RSlice::from_slice(h.value.as_bytes()),
                 }),
         );
+        let slot = (self.stream_pieces > 0).then(|| {
+            let pieces: Vec<Vec<u8>> = self
+                .body
+                .chunks(self.stream_pieces)
+                .map(<[u8]>::to_vec)
+                .collect();
+            let len = self.body.len() as u64;
+            BodySlot::new(BodyStream_TO::from_value(
+                Pieces(pieces.into_iter(), len),
+                TD_Opaque,
+            ))
+        });
         let req = Request {
             method: RStr::from_str(&self.method),
             path: RStr::from_str(path),
@@ -247,7 +273,8 @@ impl TestRequest {
             remote_addr: RStr::from_str(&self.remote_addr),
             secure: self.secure,
             headers: RSlice::from_slice(&headers),
-            body: RSlice::from_slice(&self.body),
+            body: RSlice::from_slice(if slot.is_some() { &[] } else { &self.body }),
+            body_stream: slot.as_ref().into(),
         };
         f(&req)
     }
@@ -320,5 +347,21 @@ mod tests {
             "[::1]"
         );
         assert_eq!(TestRequest::get("/").host(), "localhost");
+    }
+}
+
+/// A body handed out in pieces, as the core streams a request body.
+struct Pieces(std::vec::IntoIter<Vec<u8>>, u64);
+
+impl BodyStream for Pieces {
+    fn poll_chunk(
+        &mut self,
+        _cx: &mut FfiContext<'_>,
+    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+        FfiPoll::Ready(self.0.next().map(|p| RResult::ROk(p.into())).into())
+    }
+
+    fn known_len(&self) -> ROption<u64> {
+        ROption::RSome(self.1)
     }
 }

@@ -181,3 +181,35 @@ fn counters_and_streams_are_readable() {
     assert_eq!(counter_value("kit_served"), 2);
     assert_eq!(host::stats().unwrap().counters.len(), 1);
 }
+
+/// Counts a streamed body's pieces and bytes.
+struct Upload;
+impl Handler for Upload {
+    fn handle(&self, req: &Request<'_>, _resp: &mut Response) -> Outcome {
+        let Some(mut body) = req.take_body_stream() else {
+            return Outcome::Error(400);
+        };
+        Outcome::later(async move {
+            let (mut pieces, mut bytes) = (0, 0);
+            while let Some(Ok(piece)) = crate::next_chunk(&mut body).await {
+                pieces += 1;
+                bytes += piece.len();
+            }
+            let mut r = Response::new();
+            r.text(format!("{pieces} pieces, {bytes} bytes"));
+            Reply::Done(r)
+        })
+    }
+    fn streams_request_body(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn bodies_can_be_handed_as_streams() {
+    let req = TestRequest::post("/up").body(vec![7u8; 10]).streamed(4);
+    assert_eq!(call(&Upload, &req).text(), "3 pieces, 10 bytes");
+    // Buffered, the stream is not there.
+    let req = TestRequest::post("/up").body(vec![7u8; 10]);
+    assert_eq!(call(&Upload, &req).status(), 400);
+}
