@@ -205,6 +205,8 @@ fn a_missing_stock_library_names_the_load_entry() {
             && err.contains(r#"add its library to `load`: {"so": "/path/to/libosprey_static.so"}"#),
         "{err}"
     );
+}
+
 #[test]
 fn error_outcome_keeps_the_headers_the_handler_set() {
     let srv = Server::start(

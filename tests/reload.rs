@@ -255,6 +255,8 @@ fn keys_a_reload_cannot_apply_are_named() {
         "{log}"
     );
     assert_eq!(srv.get("/v").text(), "two", "the rest is applied");
+}
+
 #[test]
 fn reload_names_a_module_library_rebuilt_since_it_was_loaded() {
     let dir = common::TempDir::new("reload-rebuilt");
