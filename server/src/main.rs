@@ -186,6 +186,7 @@ fn start(cli: Cli) -> Result<(), String> {
     };
     let result = server::run(shared, &reloader, after_bind);
     access_log::flush_thread();
+    log::flush_suppressed();
     if let Some(path) = &own_pid_file {
         daemon::remove_pid_file(path, std::process::id());
     }
