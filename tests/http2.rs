@@ -218,3 +218,59 @@ fn many_concurrent_streams_on_one_connection() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("40 succeeded"), "{text}");
 }
+
+/// The answers to a batch of streams leave in one write: h2 writes each DATA frame over 256
+/// bytes with a write of its own, so without batching 2 KiB answers cost a system call each.
+/// The server runs under `strace -c`, counting every system call that writes to a socket.
+#[test]
+fn answers_of_a_batch_of_streams_leave_together() {
+    let dir = TempDir::new("h2-batch");
+    let counts = dir.path().join("strace.txt");
+    let counts_arg = counts.to_str().unwrap().to_owned();
+    let mut srv = Server::start_custom(
+        r#"{"load": [{"so": "testkit"}],
+            "routing": [{"prefix": "/big", "handler": "big", "size": 2048}]}"#,
+        &[
+            "strace",
+            "-f",
+            "-qq",
+            "-c",
+            "-o",
+            &counts_arg,
+            "-e",
+            "trace=write,writev,sendto,sendmsg",
+        ],
+        1,
+        // No debug lines: log lines are writes too.
+        &["-L", "info"],
+    );
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "1", "-m", "20", &srv.url("/big")])
+        .output()
+        .expect("h2load is installed");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("2000 succeeded"), "{report}");
+    // Stop the server itself (strace's child): strace writes its table when it exits.
+    let children = format!("/proc/{0}/task/{0}/children", srv.child.id());
+    let server = std::fs::read_to_string(children).unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", server.trim()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    srv.stop();
+    let table = std::fs::read_to_string(&counts).unwrap();
+    let writes: u64 = table
+        .lines()
+        .filter(|l| {
+            ["write", "writev", "sendto", "sendmsg"]
+                .iter()
+                .any(|s| l.ends_with(&format!(" {s}")))
+        })
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(
+        writes < 2000 / 4,
+        "{writes} writes for 2000 answers of 2 KiB in batches of 20 streams:\n{table}"
+    );
+}

@@ -2,6 +2,7 @@
 //! (h2c, detected by the connection preface). Each stream goes through the same `dispatch` as
 //! HTTP/1.1 (see `stream`), inside the connection's task.
 
+mod batched;
 mod flood;
 mod rewind;
 mod stream;
@@ -35,6 +36,7 @@ where
         .max_header_list_size(cfg.max_header_list_size)
         .max_send_buffer_size(cfg.max_send_buffer_size);
     let flood = flood::Flood::new(cfg.max_control_frames);
+    let (io, flusher) = batched::batched(io);
     let io = flood::Counted::new(io, flood.clone());
     let handshake = builder.handshake::<_, Bytes>(io);
     let mut conn = match tokio::time::timeout(shared.timeouts.header, handshake).await {
@@ -60,6 +62,13 @@ where
         let idle = running.is_empty();
         tokio::select! {
             biased;
+            // What h2 wrote during the last turn leaves in one write.
+            drained = flusher.written() => {
+                if let Err(e) = drained {
+                    tracing::debug!(peer = %peer.remote, "HTTP/2 connection ended: {e}");
+                    break 'serve;
+                }
+            }
             Some(()) = running.next(), if !idle => {
                 // Every other stream that is done too, before the connection writes.
                 while let Some(Some(())) = running.next().now_or_never() {}
@@ -110,7 +119,9 @@ where
             }
         }
     }
-    // Streams still running fail fast once the connection is gone.
+    // h2's last frames (a GOAWAY), then the streams still running fail fast once the
+    // connection is gone.
+    let _ = tokio::time::timeout(shared.timeouts.write, flusher.drain()).await;
     drop(conn);
     while running.next().await.is_some() {}
 }
