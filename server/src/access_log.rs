@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// A thread's buffer is written out when it reaches this size.
@@ -16,6 +16,30 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+/// `logging.access_log_fields`, added at the end of each line.
+static FIELDS: RwLock<Vec<Field>> = RwLock::new(Vec::new());
+
+/// A field added to the combined format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// The request's id (nginx's `$request_id`).
+    RequestId,
+    /// A cookie: the one the response sets, else the one the request sent (nginx's
+    /// `$uid_set` / `$uid_got`, e.g. the `userid` filter's visitor id).
+    Cookie(String),
+}
+
+impl Field {
+    pub fn parse(text: &str) -> Result<Field, String> {
+        match text.split_once(':') {
+            None if text == "request_id" => Ok(Field::RequestId),
+            Some(("cookie", name)) if !name.is_empty() => Ok(Field::Cookie(name.to_owned())),
+            _ => Err(format!(
+                "unknown access log field `{text}` (known: `request_id`, `cookie:NAME`)"
+            )),
+        }
+    }
+}
 
 struct Sink {
     path: String,
@@ -35,10 +59,13 @@ fn open(path: &str) -> Result<Arc<File>, String> {
         .map_err(|e| format!("cannot open access log {path}: {e}"))
 }
 
-/// Log to `path` (`None`: off). Keeps the open file when the path is unchanged.
-pub fn configure(path: Option<&str>) -> Result<(), String> {
+/// Log to `access_log` (`None`: off) with `access_log_fields`. Keeps the open file when the
+/// path is unchanged.
+pub fn configure(logging: &crate::config::LoggingConfig) -> Result<(), String> {
+    let fields = logging.access_log_fields.iter().map(|f| Field::parse(f));
+    *FIELDS.write().unwrap() = fields.collect::<Result<_, _>>()?;
     let mut sink = SINK.lock().unwrap();
-    match path {
+    match logging.access_log.as_deref() {
         None => {
             ENABLED.store(false, Relaxed);
             *sink = None;
@@ -89,6 +116,10 @@ pub struct Entry<'a> {
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub duration: Duration,
+    /// `-` when the request could not be parsed.
+    pub request_id: &'a str,
+    /// A cookie by name (see [`Field::Cookie`]).
+    pub cookie: &'a dyn Fn(&str) -> Option<&'a [u8]>,
 }
 
 /// Add a line to this thread's buffer.
@@ -135,6 +166,18 @@ pub fn record(e: &Entry<'_>) {
         let ms = itoa::Buffer::new().format(micros / 1000 % 1000).to_owned();
         b.extend(std::iter::repeat_n(b'0', 3 - ms.len()));
         b.extend_from_slice(ms.as_bytes());
+        for field in FIELDS.read().unwrap().iter() {
+            let value = match field {
+                Field::RequestId => Some(e.request_id.as_bytes()),
+                Field::Cookie(name) => (e.cookie)(name),
+            };
+            b.extend_from_slice(b" \"");
+            match value {
+                Some(v) if !v.is_empty() => push_escaped(&mut b, v),
+                _ => b.push(b'-'),
+            }
+            b.push(b'"');
+        }
         b.push(b'\n');
         if b.len() >= FLUSH_AT {
             write_out(&mut b);

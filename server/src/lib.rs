@@ -14,6 +14,7 @@ pub mod log;
 pub mod modules;
 pub mod net;
 pub mod reload;
+pub mod request_id;
 pub mod router;
 pub mod server;
 pub mod stats;

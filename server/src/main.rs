@@ -158,7 +158,7 @@ fn start(cli: Cli) -> Result<(), String> {
         return Ok(());
     }
     upstream::start_health_checks();
-    access_log::configure(shared.config.logging.access_log.as_deref())?;
+    access_log::configure(&shared.config.logging)?;
     for (name, path) in registry.modules() {
         tracing::info!("module {name} loaded from {path}");
     }

@@ -72,7 +72,7 @@ impl Reloader {
         let registry: &'static Registry =
             Box::leak(Box::new(Registry::load(&config, &self.extra_modules)?));
         let shared = Shared::new(config, registry)?;
-        crate::access_log::configure(shared.config.logging.access_log.as_deref())?;
+        crate::access_log::configure(&shared.config.logging)?;
         registry.lifecycle_new(old.registry, Lifecycle::ServerStart);
         for (name, path) in registry.modules() {
             if !old.registry.modules().any(|(_, p)| p == path) {

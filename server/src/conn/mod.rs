@@ -417,7 +417,19 @@ impl<I: Io> Conn<I> {
         .await?;
         pool::give_response(resp);
         if crate::access_log::enabled() {
-            log_access(&self.peer, &[], None, e.status, sent.body_bytes, started);
+            let unparsed = Logged {
+                head: None,
+                id: "-",
+                resp: None,
+            };
+            log_access(
+                &self.peer,
+                &[],
+                unparsed,
+                e.status,
+                sent.body_bytes,
+                started,
+            );
         }
         self.flush(timeout).await?;
         self.stats.set(State::Idle);
@@ -433,17 +445,25 @@ fn is_h2_preface(buf: &[u8]) -> bool {
     n >= 4 && buf[..n] == H2_PREFACE[..n]
 }
 
-/// One access log line (`head` is `None` when the request could not be parsed).
+/// What an access log line records of a request and its response (`head` is `None` when
+/// the request could not be parsed).
+struct Logged<'a> {
+    head: Option<&'a Head>,
+    id: &'a str,
+    resp: Option<&'a osprey_sdk::Response>,
+}
+
+/// One access log line.
 fn log_access(
     peer: &Peer,
     buf: &[u8],
-    head: Option<&Head>,
+    logged: Logged<'_>,
     status: u16,
     body_bytes: u64,
     started: Instant,
 ) {
     // A request lost to a busy worker pool comes back without its bytes.
-    let head = head.filter(|h| buf.len() >= h.len);
+    let head = logged.head.filter(|h| buf.len() >= h.len);
     let header = |name: &str| {
         head.and_then(|h| {
             h.headers
@@ -462,7 +482,30 @@ fn log_access(
         referer: header("referer"),
         user_agent: header("user-agent"),
         duration: started.elapsed(),
+        request_id: logged.id,
+        cookie: &|name| {
+            let set = logged.resp.and_then(|r| set_cookie(r, name));
+            set.or_else(|| {
+                let h = head?;
+                h.headers
+                    .iter()
+                    .filter(|(n, _)| n.str(buf).eq_ignore_ascii_case("cookie"))
+                    .flat_map(|(_, v)| osprey_sdk::params::cookies(v.str(buf)))
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes())
+            })
+        },
     });
+}
+
+/// The value a response's `Set-Cookie` gives cookie `name`.
+fn set_cookie<'r>(resp: &'r osprey_sdk::Response, name: &str) -> Option<&'r [u8]> {
+    resp.headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|h| h.value.as_str().split(';').next()?.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+        .map(|(_, v)| v.trim().as_bytes())
 }
 
 /// The body limit of the first route that would take this request, else the global one.

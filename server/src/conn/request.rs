@@ -88,12 +88,14 @@ impl<I: Io> Conn<I> {
             used,
             started: crate::access_log::enabled().then(Instant::now),
         };
+        let id = (self.shared.config.request_id).for_request(&self.peer.remote, &self.buf, &head);
         let ex = Exchange {
             buf: std::mem::take(&mut self.buf),
             head,
             body,
             resp: pool::take_response(),
             extra: Vec::new(),
+            id,
         };
         match dispatch_now(&self.shared, &self.peer, ex) {
             Routed::Done(ex) => self.respond(ex, flight),
@@ -103,6 +105,7 @@ impl<I: Io> Conn<I> {
 
     /// Put the response in `out`; done unless its body has to be sent on its own.
     fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Step {
+        ex.stamp_id(&self.shared.config.request_id);
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
         let keep_alive = flight.keep_alive && !super::wait::stopping();
@@ -137,10 +140,15 @@ impl<I: Io> Conn<I> {
     /// the connection does next.
     fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
         if let Some(started) = flight.started {
+            let logged = super::Logged {
+                head: Some(&ex.head),
+                id: ex.id.as_str(),
+                resp: Some(&ex.resp),
+            };
             log_access(
                 &self.peer,
                 &self.buf,
-                Some(&ex.head),
+                logged,
                 ex.resp.status,
                 sent.body_bytes,
                 started,

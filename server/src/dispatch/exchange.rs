@@ -6,6 +6,7 @@ use osprey_sdk::{Header, HeaderPair, Request, Response};
 
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
+use crate::request_id::{self, RequestId};
 
 /// Where a request's body is.
 #[derive(Debug)]
@@ -35,6 +36,7 @@ pub struct Exchange {
     /// Request headers set by filters (`Filter::request_headers`): each replaces the client's
     /// headers of that name; an empty value removes them.
     pub extra: Vec<HeaderPair>,
+    pub id: RequestId,
 }
 
 impl Exchange {
@@ -49,7 +51,11 @@ impl Exchange {
         let buf = &self.buf[..];
         let head = &self.head;
         let extra = &self.extra;
-        let replaced = |name: &str| extra.iter().any(|h| h.name.eq_ignore_ascii_case(name));
+        let id = self.id.as_str();
+        let replaced = |name: &str| {
+            extra.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+                || (self.id.forward && name.eq_ignore_ascii_case(request_id::HEADER))
+        };
         // Filled in place: collected, the array (4 KiB) would be copied on its way here.
         let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = ArrayVec::new();
         for (n, v) in head.headers.iter() {
@@ -57,9 +63,15 @@ impl Exchange {
                 name: RStr::from_str(n.str(buf)),
                 value: RSlice::from_slice(v.get(buf)),
             };
-            if extra.is_empty() || !replaced(&h.name) {
+            if (extra.is_empty() && !self.id.forward) || !replaced(&h.name) {
                 headers.push(h);
             }
+        }
+        if self.id.forward {
+            let _ = headers.try_push(Header {
+                name: RStr::from_str(request_id::HEADER),
+                value: RSlice::from_slice(id.as_bytes()),
+            });
         }
         for h in extra.iter().filter(|h| !h.value.is_empty()) {
             let _ = headers.try_push(Header {
@@ -88,10 +100,19 @@ impl Exchange {
             host: RStr::from_str(head.host(buf)),
             remote_addr: RStr::from_str(&peer.remote),
             secure: peer.secure,
+            request_id: RStr::from_str(id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(body),
         };
         f(&req, &mut self.resp)
+    }
+
+    /// Put the request id on the response when the configuration asks (`request_id.response`).
+    pub fn stamp_id(&mut self, ids: &request_id::RequestIds) {
+        if ids.response {
+            self.resp
+                .set_header(request_id::HEADER, self.id.as_str().to_owned());
+        }
     }
 
     pub(crate) fn method(&self) -> &str {

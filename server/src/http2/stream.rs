@@ -41,12 +41,14 @@ pub async fn handle(
                 start: head.len as u32,
                 end: buf.len() as u32,
             };
+            let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
             Exchange {
                 buf,
                 head: Box::new(head),
                 body: BodyLoc::InBuf(span),
                 resp: Response::default(),
                 extra: Vec::new(),
+                id,
             }
         }
         Err(e) => {
@@ -59,7 +61,10 @@ pub async fn handle(
         }
     };
     let resp = match dispatch(shared, peer, ex).await {
-        Some(ex) => ex.resp,
+        Some(mut ex) => {
+            ex.stamp_id(&shared.config.request_id);
+            ex.resp
+        }
         None => {
             let mut resp = Response::default();
             error_response(&mut resp, 500, "");
