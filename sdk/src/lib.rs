@@ -12,6 +12,7 @@
 #![allow(non_local_definitions)]
 
 pub mod config;
+pub mod cookie;
 pub mod filter;
 pub mod handler;
 pub mod host;
