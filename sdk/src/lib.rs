@@ -18,6 +18,7 @@ pub mod handler;
 pub mod host;
 pub mod module;
 pub mod params;
+pub mod random;
 pub mod request;
 pub mod response;
 pub mod tunnel;
