@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod cookie;
+pub mod fields;
 pub mod filter;
 pub mod handler;
 pub mod host;

@@ -138,7 +138,8 @@ fn acceptable(v: &[u8]) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || b"-_.:+/=@".contains(&c))
 }
 
-/// Random bytes from the kernel, fetched a few KiB at a time per thread: one `getrandom(2)`
+/// Random bytes from the kernel (`osprey_sdk::random::os_bytes`; the SDK's fast generator is
+/// predictable, so not used for ids), fetched a few KiB at a time per thread: one `getrandom(2)`
 /// call serves 256 ids.
 fn random_bytes(out: &mut [u8; 16]) {
     const BATCH: usize = 4096;
@@ -149,7 +150,7 @@ fn random_bytes(out: &mut [u8; 16]) {
         let (bytes, used) = &mut *pool.borrow_mut();
         let n = out.len();
         if *used + n > BATCH {
-            getrandom::getrandom(&mut bytes[..]).expect("the kernel's random source works");
+            osprey_sdk::random::os_bytes(&mut bytes[..]);
             *used = 0;
         }
         let taken = &mut bytes[*used..*used + n];
