@@ -20,6 +20,8 @@ enum Answer {
     Error(u16),
     /// The pool was full: the exchange is [`lost`] and already holds a 503.
     Busy,
+    /// No route answered: the core's 404 or 405 is in the response (see [`unrouted`]).
+    Unrouted,
 }
 
 /// Filters `0..count` let the request go on in `before` and have not had their `after`;
@@ -104,6 +106,9 @@ async fn before_step(
 pub struct Routing {
     next: usize,
     allowed: Vec<String>,
+    /// The first route that matched the path and host, whatever the method: its filters see
+    /// the core's 404 / 405 if no route answers.
+    first_match: Option<(usize, usize)>,
 }
 
 impl Routing {
@@ -121,12 +126,20 @@ impl Routing {
             let Some((_, info)) = route.matches(path, host, peer.secure) else {
                 continue;
             };
+            let at = (index, path.len() - info.len());
+            self.first_match.get_or_insert(at);
             if route.allows(ex.method()) {
-                return Some((index, path.len() - info.len()));
+                return Some(at);
             }
             self.allowed.extend(route.methods().iter().cloned());
         }
         None
+    }
+
+    /// The first route that matched the path, if it has filters.
+    fn filtered_first_match(&self, shared: &Shared) -> Option<(usize, usize)> {
+        self.first_match
+            .filter(|&(i, _)| !shared.router.route(i).filters.is_empty())
     }
 
     /// No route answered: 404, or 405 when some route would have with another method.
@@ -147,8 +160,9 @@ pub struct Unfinished {
     ex: Exchange,
     routing: Routing,
     /// The route to run in full (filters, worker pool), or the route whose handler answered
-    /// `Later` with this future.
-    at: (usize, usize),
+    /// `Later` with this future; `None`: no route answered, and a route's filters are to see
+    /// the core's 404 / 405 ([`unrouted`]).
+    at: Option<(usize, usize)>,
     later: Option<LocalFfiFuture<Reply>>,
 }
 
@@ -173,7 +187,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         };
         let route = site.route();
         if !route.filters.is_empty() || route.mode == Mode::Worker {
-            let at = (index, info_start);
+            let at = Some((index, info_start));
             return Routed::Unfinished(Box::new(Unfinished {
                 ex,
                 routing,
@@ -190,7 +204,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             }
             Outcome::Error(status) => error_response(&mut ex.resp, status, ""),
             Outcome::Later(future) => {
-                let at = (index, info_start);
+                let at = Some((index, info_start));
                 return Routed::Unfinished(Box::new(Unfinished {
                     ex,
                     routing,
@@ -201,6 +215,14 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         }
         crate::stats::count_module(route.stat);
         return Routed::Done(ex);
+    }
+    if routing.filtered_first_match(shared).is_some() {
+        return Routed::Unfinished(Box::new(Unfinished {
+            ex,
+            routing,
+            at: None,
+            later: None,
+        }));
     }
     routing.not_found(&mut ex);
     Routed::Done(ex)
@@ -224,8 +246,8 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) ->
         at,
         later,
     } = rest;
-    let mut next = Some(at);
-    if let Some(future) = later {
+    let mut next = at;
+    if let (Some(future), Some(at)) = (later, at) {
         let route = shared.router.route(at.0);
         match future.await {
             Reply::Done(resp) => ex.resp = resp,
@@ -242,20 +264,49 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) ->
             info_start,
         };
         let answered;
-        (ex, answered) = run_route(site, ex).await?;
+        (ex, answered) = run_route(site, ex, None).await?;
         if answered {
             return Some(ex);
         }
         next = routing.next_route(shared, peer, &ex);
     }
-    routing.not_found(&mut ex);
-    Some(ex)
+    unrouted(shared, peer, routing, ex).await
+}
+
+/// No route answered: the core's 404, or 405 when a route matched but for the method. The
+/// first route that matched the path runs its filters around that answer, as if its handler
+/// had given it: so a CORS filter puts its headers on the 404 / 405, and answers a preflight
+/// `OPTIONS` to a route whose `methods` do not list OPTIONS.
+async fn unrouted(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    routing: Routing,
+    mut ex: Exchange,
+) -> Option<Exchange> {
+    let Some((index, info_start)) = routing.filtered_first_match(shared) else {
+        routing.not_found(&mut ex);
+        return Some(ex);
+    };
+    let site = Site {
+        shared,
+        peer,
+        index,
+        info_start,
+    };
+    run_route(site, ex, Some(routing)).await.map(|(ex, _)| ex)
 }
 
 /// One route in full: filters before, the handler (inline, on the pool, or asynchronous),
-/// filters after. `false`: the handler declined.
-async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)> {
+/// filters after. `false`: the handler declined. With `unrouted`, the core's 404 / 405 takes
+/// the handler's place ([`unrouted`]).
+async fn run_route(
+    site: Site<'_>,
+    mut ex: Exchange,
+    unrouted: Option<Routing>,
+) -> Option<(Exchange, bool)> {
     let route = site.route();
+    // The core's own answers are not the module's.
+    let counted = unrouted.is_none();
     let key = if route.filters.is_empty() {
         String::new()
     } else {
@@ -286,7 +337,13 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)>
         Some(i) => i,
         None => {
             let answer;
-            (ex, answer) = run_handler(site, ex).await?;
+            (ex, answer) = match unrouted {
+                Some(routing) => {
+                    routing.not_found(&mut ex);
+                    (ex, Answer::Unrouted)
+                }
+                None => run_handler(site, ex).await?,
+            };
             // Filters' request headers were for the handler; `after` sees the client's.
             ex.extra.clear();
             match answer {
@@ -302,6 +359,7 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)>
                     route.filters.len()
                 }
                 Answer::Busy => return Some((ex, true)),
+                Answer::Unrouted => route.filters.len(),
             }
         }
     };
@@ -313,7 +371,9 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, bool)>
             break;
         }
     }
-    crate::stats::count_module(route.stat);
+    if counted {
+        crate::stats::count_module(route.stat);
+    }
     Some((ex, true))
 }
 
