@@ -334,7 +334,11 @@ async fn run_route(
         pending.count = i + 1;
     }
     let after_from = match answered_by {
-        Some(i) => i,
+        Some(i) => {
+            // A filter answered (a cache hit): `after` sees the client's headers here too.
+            ex.extra.clear();
+            i
+        }
         None => {
             let answer;
             (ex, answer) = match unrouted {
