@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
-use crate::http::parse::Head;
+use crate::http::parse::{Head, Span};
 
 /// The header the id travels in.
 pub const HEADER: &str = "X-Request-Id";
@@ -59,27 +59,22 @@ impl RequestIdConfig {
 }
 
 impl RequestIds {
-    /// The id of a request from `remote` (`ip:port`) that sent `sent` in `X-Request-Id`.
-    pub fn assign(&self, remote: &str, sent: Option<&[u8]>) -> RequestId {
-        let mut id = RequestId::random();
-        if let Some(v) = sent.filter(|v| acceptable(v)) {
-            if !self.trusted.is_empty() && self.trusts(remote) {
-                id.len = v.len() as u8;
-                id.bytes[..v.len()].copy_from_slice(v);
-            }
-        }
-        id.forward = self.forward;
-        id
-    }
-
-    /// The id of a parsed request.
+    /// The id of a parsed request from `remote` (`ip:port`): the `X-Request-Id` it sent if
+    /// it comes from a trusted proxy and the value is acceptable, else a fresh one.
     pub fn for_request(&self, remote: &str, buf: &[u8], head: &Head) -> RequestId {
         let sent = head
             .headers
             .iter()
-            .find(|(n, _)| n.str(buf).eq_ignore_ascii_case(HEADER))
-            .map(|(_, v)| v.get(buf));
-        self.assign(remote, sent)
+            .find(|(n, v)| n.str(buf).eq_ignore_ascii_case(HEADER) && acceptable(v.get(buf)))
+            .map(|&(_, v)| v)
+            .filter(|_| !self.trusted.is_empty() && self.trusts(remote));
+        RequestId {
+            kind: match sent {
+                Some(span) => Kind::Sent(span),
+                None => Kind::Random(random_bytes()),
+            },
+            forward: self.forward,
+        }
     }
 
     fn trusts(&self, remote: &str) -> bool {
@@ -96,36 +91,41 @@ impl RequestIds {
     }
 }
 
-/// One request's id.
-#[derive(Clone, Copy)]
+/// One request's id, kept small (an exchange moves between threads): random bytes shown as
+/// hex when asked, or where the trusted proxy's id is in the request's buffer.
+#[derive(Clone, Copy, Debug)]
 pub struct RequestId {
-    bytes: [u8; MAX_LEN],
-    len: u8,
+    kind: Kind,
     /// Handlers see it in `X-Request-Id` (the `forward` key).
     pub forward: bool,
 }
 
-impl RequestId {
-    /// A fresh id: 16 random bytes as 32 lower-case hex digits.
-    pub fn random() -> RequestId {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut id = RequestId {
-            bytes: [0; MAX_LEN],
-            len: 32,
-            forward: false,
-        };
-        let mut raw = [0u8; 16];
-        random_bytes(&mut raw);
-        for (i, b) in raw.iter().enumerate() {
-            id.bytes[2 * i] = HEX[(b >> 4) as usize];
-            id.bytes[2 * i + 1] = HEX[(b & 15) as usize];
-        }
-        id
-    }
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Random([u8; 16]),
+    Sent(Span),
+}
 
-    pub fn as_str(&self) -> &str {
-        // Only ASCII is ever stored (hex digits, or a value `acceptable` let through).
-        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+/// Room for an id's text.
+pub type IdText = [u8; 32];
+
+impl RequestId {
+    /// The id as text: 32 lower-case hex digits written into `room`, or the trusted proxy's
+    /// value in `buf` (the request's bytes; `-` if they are gone).
+    pub fn text<'a>(&self, buf: &'a [u8], room: &'a mut IdText) -> &'a str {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        match self.kind {
+            Kind::Random(raw) => {
+                for (i, b) in raw.iter().enumerate() {
+                    room[2 * i] = HEX[(b >> 4) as usize];
+                    room[2 * i + 1] = HEX[(b & 15) as usize];
+                }
+                std::str::from_utf8(&room[..]).unwrap_or("-")
+            }
+            // `acceptable` let only ASCII through.
+            Kind::Sent(span) if buf.len() >= span.end as usize => span.str(buf),
+            Kind::Sent(_) => "-",
+        }
     }
 }
 
@@ -141,7 +141,8 @@ fn acceptable(v: &[u8]) -> bool {
 /// Random bytes from the kernel (`osprey_sdk::random::os_bytes`; the SDK's fast generator is
 /// predictable, so not used for ids), fetched a few KiB at a time per thread: one `getrandom(2)`
 /// call serves 256 ids.
-fn random_bytes(out: &mut [u8; 16]) {
+fn random_bytes() -> [u8; 16] {
+    let mut out = [0u8; 16];
     const BATCH: usize = 4096;
     thread_local! {
         static POOL: RefCell<(Box<[u8; BATCH]>, usize)> = RefCell::new((Box::new([0; BATCH]), BATCH));
@@ -159,6 +160,7 @@ fn random_bytes(out: &mut [u8; 16]) {
         taken.fill(0);
         *used += n;
     });
+    out
 }
 
 /// `10.0.0.0/8`, `::1`, `192.168.1.5`.
@@ -204,15 +206,28 @@ fn contains(net: IpAddr, bits: u8, ip: IpAddr) -> bool {
 mod tests {
     use super::*;
 
+    /// The id given to a request from `remote` that sent `sent`.
+    fn id_of(ids: &RequestIds, remote: &str, sent: Option<&str>) -> String {
+        let header = sent.map_or(String::new(), |s| format!("X-Request-Id: {s}\r\n"));
+        let buf = format!("GET / HTTP/1.1\r\nHost: a\r\n{header}\r\n").into_bytes();
+        let limits = crate::config::Limits::default();
+        let head = crate::http::parse::parse(&buf, &limits).unwrap().unwrap();
+        let mut room = [0; 32];
+        let id = ids.for_request(remote, &buf, &head);
+        id.text(&buf, &mut room).to_owned()
+    }
+
+    fn is_fresh(id: &str) -> bool {
+        id.len() == 32 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    }
+
     #[test]
     fn random_ids_are_32_hex_digits_and_differ() {
-        let ids: std::collections::HashSet<String> = (0..1000)
-            .map(|_| RequestId::random().as_str().to_owned())
-            .collect();
-        assert_eq!(ids.len(), 1000);
-        assert!(ids
-            .iter()
-            .all(|i| i.len() == 32 && i.bytes().all(|c| c.is_ascii_hexdigit())));
+        let ids = RequestIds::default();
+        let seen: std::collections::HashSet<String> =
+            (0..1000).map(|_| id_of(&ids, "1.2.3.4:5", None)).collect();
+        assert_eq!(seen.len(), 1000);
+        assert!(seen.iter().all(|i| is_fresh(i)));
     }
 
     #[test]
@@ -222,27 +237,15 @@ mod tests {
             ..Default::default()
         };
         let ids = cfg.check().unwrap();
-        assert_eq!(
-            ids.assign("10.1.2.3:5000", Some(b"abc-1")).as_str(),
-            "abc-1"
-        );
-        assert_eq!(ids.assign("[::1]:5000", Some(b"abc-1")).as_str(), "abc-1");
-        assert_eq!(
-            ids.assign("[::ffff:10.0.0.7]:1", Some(b"abc-1")).as_str(),
-            "abc-1"
-        );
+        for remote in ["10.1.2.3:5000", "[::1]:5000", "[::ffff:10.0.0.7]:1"] {
+            assert_eq!(id_of(&ids, remote, Some("abc-1")), "abc-1", "{remote}");
+        }
         // Untrusted clients, and unsafe or overlong values, get a fresh id.
-        assert_eq!(
-            ids.assign("11.0.0.1:5000", Some(b"abc-1")).as_str().len(),
-            32
-        );
-        assert_ne!(ids.assign("10.0.0.1:1", Some(b"a b")).as_str(), "a b");
-        assert_eq!(
-            ids.assign("10.0.0.1:1", Some(&[b'a'; 65])).as_str().len(),
-            32
-        );
+        assert!(is_fresh(&id_of(&ids, "11.0.0.1:5000", Some("abc-1"))));
+        assert!(is_fresh(&id_of(&ids, "10.0.0.1:1", Some("a b"))));
+        assert!(is_fresh(&id_of(&ids, "10.0.0.1:1", Some(&"a".repeat(65)))));
         let none = RequestIdConfig::default().check().unwrap();
-        assert_eq!(none.assign("10.0.0.1:1", Some(b"abc")).as_str().len(), 32);
+        assert!(is_fresh(&id_of(&none, "10.0.0.1:1", Some("abc"))));
     }
 
     #[test]

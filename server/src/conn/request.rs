@@ -140,9 +140,10 @@ impl<I: Io> Conn<I> {
     /// the connection does next.
     fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
         if let Some(started) = flight.started {
+            let mut room = crate::request_id::IdText::default();
             let logged = super::Logged {
                 head: Some(&ex.head),
-                id: ex.id.as_str(),
+                id: ex.id.text(&self.buf, &mut room),
                 resp: Some(&ex.resp),
             };
             log_access(

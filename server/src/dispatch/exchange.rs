@@ -51,7 +51,8 @@ impl Exchange {
         let buf = &self.buf[..];
         let head = &self.head;
         let extra = &self.extra;
-        let id = self.id.as_str();
+        let mut room = request_id::IdText::default();
+        let id = self.id.text(buf, &mut room);
         let replaced = |name: &str| {
             extra.iter().any(|h| h.name.eq_ignore_ascii_case(name))
                 || (self.id.forward && name.eq_ignore_ascii_case(request_id::HEADER))
@@ -110,8 +111,9 @@ impl Exchange {
     /// Put the request id on the response when the configuration asks (`request_id.response`).
     pub fn stamp_id(&mut self, ids: &request_id::RequestIds) {
         if ids.response {
-            self.resp
-                .set_header(request_id::HEADER, self.id.as_str().to_owned());
+            let mut room = request_id::IdText::default();
+            let id = self.id.text(&self.buf, &mut room).to_owned();
+            self.resp.set_header(request_id::HEADER, id);
         }
     }
 
