@@ -146,3 +146,53 @@ fn sigusr1_reopens_both_logs() {
         "{old}"
     );
 }
+
+/// HTTP/2 requests go through the same finished step as HTTP/1.1: they are logged (with their
+/// protocol) and counted in the status handler's request counter.
+#[test]
+fn http2_requests_are_logged_and_counted_like_http1() {
+    let config = CONFIG.replace(
+        r#"{"so": "testkit"}"#,
+        r#"{"so": "testkit"}, {"so": "status"}"#,
+    );
+    let config = config.replace(
+        r#"{"prefix": "/v","#,
+        r#"{"prefix": "/status", "handler": "status"},
+    {"prefix": "/v","#,
+    );
+    let (srv, cwd) = start(&config, &[]);
+    let log = cwd.path().join("access.log");
+    let requests = || {
+        let r = srv.get("/status?format=json");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["requests"].as_i64().unwrap()
+    };
+    let before = requests();
+    for path in ["/v?h2", "/missing-h2"] {
+        let (ok, _) = common::curl(&[
+            "--http2-prior-knowledge",
+            "-e",
+            "http://ref.example/",
+            "-A",
+            "h2-agent",
+            &srv.url(path),
+        ]);
+        assert!(ok);
+    }
+    // The status request itself is counted once it is answered, so before's is in after.
+    let after = requests();
+    assert_eq!(
+        after - before,
+        3,
+        "two HTTP/2 requests and the first status request"
+    );
+    let text = wait_file(&log, "HTTP/2.0", 2);
+    assert!(
+        text.contains(r#""GET /v?h2 HTTP/2.0" 200 3 "http://ref.example/" "h2-agent" "#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""GET /missing-h2 HTTP/2.0" 404 "#),
+        "{text}"
+    );
+}

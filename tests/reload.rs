@@ -3,6 +3,7 @@
 
 mod common;
 mod ops_util;
+mod upstream;
 
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -132,4 +133,114 @@ fn no_request_is_lost_across_reloads() {
     assert_eq!(total, served.load(Ordering::Relaxed));
     let log = srv.log_text();
     assert!(!log.contains("reload refused"), "{log}");
+}
+
+/// A configuration proxying `/app` to backend `app`, plus the `extra` JSON (backends and routes).
+fn proxy_config(app: &str, extra_backends: &str, extra_routes: &str) -> String {
+    format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}],
+  "backends": {{"app": {{"connect": "{app}"}}{extra_backends}}},
+  "routing": [
+    {{"prefix": "/app", "handler": "http_proxy", "backend": "app", "uri": "/"}},{extra_routes}
+  ]
+}}"#
+    )
+}
+
+/// Backends are part of the reloadable configuration: a reload points a backend at another
+/// server, adds one (with its health checks) and removes one, while keep-alive clients keep
+/// sending requests, and none of them fails.
+#[test]
+fn reload_applies_added_removed_and_changed_backends_under_load() {
+    use upstream::Upstream;
+    let (a, b, c) = (
+        Upstream::start("A"),
+        Upstream::start("B"),
+        Upstream::start("C"),
+    );
+    let srv = Arc::new(Server::start(&proxy_config(&a.address(), "", "")));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let (srv, done) = (srv.clone(), done.clone());
+        clients.push(std::thread::spawn(move || {
+            let mut s = srv.connect();
+            let mut seen = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let r = get_on(&mut s, "/app/x").unwrap_or_else(|e| panic!("request failed: {e}"));
+                assert_eq!(r.status, 200, "{}", r.text());
+                let from = r.header("x-upstream").unwrap_or("?").to_owned();
+                if seen.last() != Some(&from) {
+                    seen.push(from);
+                }
+            }
+            seen
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // `app` moves to B; `extra` (health-checked) is added.
+    let extra_backend = format!(
+        r#", "extra": {{"connect": "{}", "health_check": {{"path": "/health", "interval": 0.1}}}}"#,
+        c.address()
+    );
+    let extra_route = r#"
+    {"prefix": "/extra", "handler": "http_proxy", "backend": "extra", "uri": "/"},"#;
+    rewrite(
+        &srv,
+        &proxy_config(&b.address(), &extra_backend, extra_route),
+    );
+    signal(&srv.child, "HUP");
+    wait_log(&srv, "configuration reloaded", 1);
+    let hits_before = b.hits();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(b.hits() > hits_before, "requests now go to B");
+    let r = srv.get("/extra/y");
+    assert_eq!((r.status, r.header("x-upstream")), (200, Some("C")));
+    ops_util::wait_for(
+        "health checks of the added backend",
+        Duration::from_secs(5),
+        || c.state.health_hits.load(Ordering::SeqCst) >= 2,
+    );
+    // `extra` is removed: its route 404s and its health checks stop.
+    rewrite(&srv, &proxy_config(&b.address(), "", ""));
+    signal(&srv.child, "HUP");
+    wait_log(&srv, "configuration reloaded", 2);
+    assert_eq!(srv.get("/extra/y").status, 404);
+    std::thread::sleep(Duration::from_millis(300));
+    let checks = c.state.health_hits.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        c.state.health_hits.load(Ordering::SeqCst),
+        checks,
+        "the removed backend is no longer checked"
+    );
+    done.store(true, Ordering::Relaxed);
+    for client in clients {
+        let seen = client.join().expect("a client failed");
+        assert_eq!(seen, ["A", "B"], "each client moved from A to B once");
+    }
+    let log = srv.log_text();
+    assert!(!log.contains("upstream attempt failed"), "{log}");
+}
+
+/// A reload applies what it can and names every key that needs a restart.
+#[test]
+fn keys_a_reload_cannot_apply_are_named() {
+    let srv = Server::start(&config("one", ""));
+    let two = config("two", "").replacen(
+        '{',
+        r#"{"cpu_affinity": true, "worker_pool": {"threads": 3},"#,
+        1,
+    );
+    rewrite(&srv, &two);
+    signal(&srv.child, "HUP");
+    let log = wait_log(&srv, "configuration reloaded", 1);
+    assert!(
+        log.contains(
+            "`workers`, `cpu_affinity` and `worker_pool.threads` take effect at the next restart"
+        ),
+        "{log}"
+    );
+    assert_eq!(srv.get("/v").text(), "two", "the rest is applied");
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use osprey::config::Config;
-use osprey::conn::io::Io;
+use osprey::conn::io::{Cork, Io};
 use osprey::dispatch::Peer;
 use osprey::modules::Registry;
 use osprey::server::Shared;
@@ -55,6 +55,7 @@ impl Io for Memory<'_> {
         _file: &OpenFile,
         _offset: u64,
         _len: u64,
+        _cork: Cork,
         _idle: Duration,
     ) -> io::Result<()> {
         unreachable!("no route serves files")
@@ -66,8 +67,6 @@ impl Io for Memory<'_> {
 struct World {
     shared: Arc<Shared>,
     runtime: tokio::runtime::Runtime,
-    /// Kept for the life of the process, as the server does.
-    _registry: Registry,
 }
 
 fn world() -> &'static World {
@@ -76,17 +75,15 @@ fn world() -> &'static World {
         let text = r#"{"workers": 1, "limits": {"max_header_bytes": 1024, "max_body_bytes": 4096,
                        "max_requests_per_connection": 50}}"#;
         let config = Config::parse("fuzz.json", text).expect("the fuzz configuration is valid");
-        let registry = Registry::load(&config, &[]).expect("no modules to load");
-        let shared = Arc::new(Shared::new(config, &registry).expect("routes build"));
+        // Kept for the life of the process, as the server does.
+        let registry: &'static Registry =
+            Box::leak(Box::new(Registry::load(&config, &[]).expect("no modules to load")));
+        let shared = Arc::new(Shared::new(config, registry).expect("routes build"));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .expect("a runtime");
-        World {
-            shared,
-            runtime,
-            _registry: registry,
-        }
+        World { shared, runtime }
     })
 }
 

@@ -62,6 +62,13 @@ pub trait Handler: Send + Sync + 'static {
     fn mode(&self) -> Mode {
         Mode::Inline
     }
+
+    /// Take request bodies as they arrive (`Request::take_body_stream`) instead of buffered
+    /// whole before `handle` runs; read once when the route is built. For uploads and proxies:
+    /// memory stays bounded whatever the body's size. The route's body limit still applies.
+    fn streams_request_body(&self) -> bool {
+        false
+    }
 }
 
 /// The ABI-stable face of a [`Handler`], as the core holds it. Module authors do not implement
@@ -72,6 +79,8 @@ pub trait FfiHandler: Send + Sync {
 
     #[sabi(last_prefix_field)]
     fn mode(&self) -> Mode;
+
+    fn streams_request_body(&self) -> bool;
 }
 
 /// A handler object that crosses the module boundary.
@@ -104,6 +113,10 @@ impl<H: Handler> FfiHandler for Guarded<H> {
 
     fn mode(&self) -> Mode {
         catch_unwind(AssertUnwindSafe(|| Handler::mode(&self.0))).unwrap_or(Mode::Inline)
+    }
+
+    fn streams_request_body(&self) -> bool {
+        catch_unwind(AssertUnwindSafe(|| Handler::streams_request_body(&self.0))).unwrap_or(false)
     }
 }
 

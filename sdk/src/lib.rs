@@ -21,6 +21,7 @@ pub mod module;
 pub mod params;
 pub mod random;
 pub mod request;
+pub mod request_body;
 pub mod response;
 pub mod tunnel;
 pub mod upstream;
@@ -31,6 +32,7 @@ pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};
+pub use request_body::{next_chunk, BodySlot};
 pub use response::{
     Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox,
 };

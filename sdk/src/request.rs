@@ -1,11 +1,13 @@
 //! The request as a module sees it: a view that borrows the connection's buffer.
 
 use abi_stable::{
-    std_types::{RSlice, RStr},
+    std_types::{ROption, RSlice, RStr},
     StableAbi,
 };
 
 use crate::params::{self, Params};
+use crate::request_body::BodySlot;
+use crate::response::StreamBox;
 
 /// One request header, exactly as received (name and value borrowed, not copied).
 #[repr(C)]
@@ -56,8 +58,11 @@ pub struct Request<'a> {
     pub request_id: RStr<'a>,
     /// Every header, in the order received.
     pub headers: RSlice<'a, Header<'a>>,
-    /// The whole request body (chunked bodies are already decoded).
+    /// The whole request body (chunked bodies are already decoded); empty when the handler
+    /// streams the body instead (see [`Request::take_body_stream`]).
     pub body: RSlice<'a, u8>,
+    /// The body as it arrives, for a handler that streams request bodies.
+    pub body_stream: ROption<&'a BodySlot>,
 }
 
 impl<'a> Request<'a> {
@@ -81,6 +86,14 @@ impl<'a> Request<'a> {
             .iter()
             .filter(move |h| h.name.as_str().eq_ignore_ascii_case(name))
             .filter_map(|h| h.value_str())
+    }
+
+    /// The request body as a stream, for a handler whose
+    /// [`streams_request_body`](crate::Handler::streams_request_body) is true and whose request
+    /// has a body; `None` otherwise, or when it was taken already. Read it with
+    /// [`next_chunk`](crate::request_body::next_chunk) inside the handler's `Later` future.
+    pub fn take_body_stream(&self) -> Option<StreamBox> {
+        self.body_stream.into_option()?.take()
     }
 
     /// Is this a HEAD request (answer with headers only; the core drops any body).

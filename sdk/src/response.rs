@@ -1,7 +1,8 @@
 //! The response a handler builds. The core serialises it: status line, `Date`, `Server`,
 //! `Content-Length` or chunked framing, and the body by the fastest means it has.
 
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::unix::fs::FileExt;
 
 use abi_stable::{
     sabi_trait,
@@ -41,6 +42,34 @@ impl OpenFile {
 impl AsRawFd for OpenFile {
     fn as_raw_fd(&self) -> RawFd {
         self.fd
+    }
+}
+
+impl AsFd for OpenFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor is owned by `self` and stays open while it is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+}
+
+impl OpenFile {
+    /// Read into `buf` from `offset` (pread(2)): the bytes read, 0 at the end of the file.
+    /// The file's own position is neither used nor moved, so any number of responses may read
+    /// one `OpenFile` at once.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.borrowed().read_at(buf, offset)
+    }
+
+    /// Fill `buf` from `offset`; an `UnexpectedEof` error if the file ends first (it shrank).
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.borrowed().read_exact_at(buf, offset)
+    }
+
+    /// The file as a `std::fs::File` that does not close the descriptor when dropped.
+    fn borrowed(&self) -> std::mem::ManuallyDrop<std::fs::File> {
+        // SAFETY: `self` owns the descriptor and outlives the returned value's use; the
+        // `ManuallyDrop` never closes it.
+        std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(self.fd) })
     }
 }
 
@@ -265,5 +294,32 @@ impl Response {
         self.status(status)
             .set_header("Location", location.to_owned())
             .html(format!("<a href=\"{escaped}\">{escaped}</a>\n"))
+    }
+}
+
+#[cfg(test)]
+mod open_file_tests {
+    use super::*;
+
+    #[test]
+    fn reads_at_offsets_without_moving_or_closing_the_file() {
+        let path = std::env::temp_dir().join(format!("osprey-openfile-{}", std::process::id()));
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = OpenFile::new(std::fs::File::open(&path).unwrap());
+        let mut buf = [0u8; 4];
+        assert_eq!(file.read_at(&mut buf, 3).unwrap(), 4);
+        assert_eq!(&buf, b"3456");
+        file.read_exact_at(&mut buf, 6).unwrap();
+        assert_eq!(&buf, b"6789");
+        let shrank = file.read_exact_at(&mut buf, 8).unwrap_err();
+        assert_eq!(shrank.kind(), std::io::ErrorKind::UnexpectedEof);
+        // Still open: the reads borrowed the descriptor.
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4);
+        assert!(is_open(file.as_fd()));
+        std::fs::remove_file(path).unwrap();
+    }
+
+    fn is_open(fd: BorrowedFd<'_>) -> bool {
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).is_ok()
     }
 }

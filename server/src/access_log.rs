@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use osprey_sdk::HeaderPair;
+
 /// A thread's buffer is written out when it reaches this size.
 const FLUSH_AT: usize = 32 * 1024;
 /// ... and at least this often.
@@ -109,7 +111,8 @@ pub struct Entry<'a> {
     /// `None` when the request could not be parsed.
     pub method: Option<&'a str>,
     pub uri: &'a [u8],
-    pub minor: u8,
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`, as nginx's `$server_protocol`.
+    pub protocol: &'static str,
     pub status: u16,
     /// Body bytes sent (as framed; nginx's `$body_bytes_sent`).
     pub body_bytes: u64,
@@ -120,6 +123,35 @@ pub struct Entry<'a> {
     pub request_id: &'a str,
     /// A cookie by name (see [`Field::Cookie`]).
     pub cookie: &'a dyn Fn(&str) -> Option<&'a [u8]>,
+}
+
+/// The `Set-Cookie` headers of a response, copied only when a line will record a cookie
+/// (for a response that is handed away before its line is written).
+pub fn set_cookies(headers: &[HeaderPair]) -> Vec<HeaderPair> {
+    let wanted = enabled()
+        && FIELDS
+            .read()
+            .unwrap()
+            .iter()
+            .any(|f| matches!(f, Field::Cookie(_)));
+    if !wanted {
+        return Vec::new();
+    }
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
+        .cloned()
+        .collect()
+}
+
+/// The value the `Set-Cookie` headers among `headers` give cookie `name`.
+pub fn set_cookie_value<'h>(headers: &'h [HeaderPair], name: &str) -> Option<&'h [u8]> {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|h| h.value.as_str().split(';').next()?.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+        .map(|(_, v)| v.trim().as_bytes())
 }
 
 /// Add a line to this thread's buffer.
@@ -139,11 +171,8 @@ pub fn record(e: &Entry<'_>) {
                 push_escaped(&mut b, m.as_bytes());
                 b.push(b' ');
                 push_escaped(&mut b, e.uri);
-                b.extend_from_slice(if e.minor == 0 {
-                    b" HTTP/1.0"
-                } else {
-                    b" HTTP/1.1"
-                });
+                b.push(b' ');
+                b.extend_from_slice(e.protocol.as_bytes());
             }
             None => b.push(b'-'),
         }

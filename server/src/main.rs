@@ -1,7 +1,7 @@
 //! `osprey`: command line, configuration, start-up.
 
 // The server lives in the library (`lib.rs`); this file is its command line.
-use osprey::{access_log, config, daemon, log, modules, net, reload, server, stats, upstream};
+use osprey::{access_log, config, daemon, log, modules, net, reload, server, stats};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -148,8 +148,6 @@ fn start(cli: Cli) -> Result<(), String> {
         log::init(&level, error_log.as_deref())?;
     }
     stats::init();
-    // Backends exist before modules build the handlers that name them.
-    upstream::init(&config.backends);
     // Libraries are never unloaded: the registry lives as long as the process.
     let registry: &'static Registry = Box::leak(Box::new(Registry::load(&config, &cli.modules)?));
     let shared = server::Shared::new(config, registry)?;
@@ -157,7 +155,7 @@ fn start(cli: Cli) -> Result<(), String> {
         println!("osprey: configuration {} is valid", shared.config.file);
         return Ok(());
     }
-    upstream::start_health_checks();
+    shared.backends.start_health_checks();
     access_log::configure(&shared.config.logging)?;
     for (name, path) in registry.modules() {
         tracing::info!("module {name} loaded from {path}");

@@ -4,8 +4,11 @@
 //! published in an `ArcSwap`; every connection checks it before each request and moves to the
 //! newest, while requests already running keep the `Shared` they started with (it is freed when
 //! the last of them ends). Nothing is closed or restarted, so a reload loses no connection and
-//! no request. Listeners, `workers` and module sections (`modules.<name>`) stay as they were
-//! at start: changing them needs a restart, and a reload that changes them says so in the log.
+//! no request. Backends are part of the configuration: a reload adds, removes and changes them
+//! (an unchanged backend keeps its pools, ejections and health; a removed one serves the
+//! requests that still use it, then its pooled connections close and its checks stop).
+//! Listeners, `workers` and module sections (`modules.<name>`) stay as they were at start:
+//! changing them needs a restart, and a reload that changes them says so in the log.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -80,6 +83,7 @@ impl Reloader {
             }
         }
         let file = shared.config.file.clone();
+        shared.backends.start_health_checks();
         publish(Arc::new(shared));
         crate::stats::count_reload();
         tracing::info!("configuration reloaded from {file}");
@@ -88,14 +92,16 @@ impl Reloader {
 }
 
 fn warn_about_restart_only_changes(old: &Config, new: &Config) {
-    let interfaces = |c: &Config| {
+    let listeners = |c: &Config| {
         c.listen
             .iter()
-            .map(|l| (l.interface.clone(), l.secure))
+            .map(|l| (l.interface.clone(), l.secure, l.backlog, l.deferred))
             .collect::<Vec<_>>()
     };
-    if interfaces(old) != interfaces(new) {
-        tracing::warn!("reload: listener changes take effect at the next restart");
+    if listeners(old) != listeners(new) {
+        tracing::warn!(
+            "reload: `listen` changes (interface, backlog, deferred) take effect at the next restart"
+        );
     }
     if old.workers != new.workers
         || old.cpu_affinity != new.cpu_affinity

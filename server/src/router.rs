@@ -43,6 +43,8 @@ pub struct Route {
     methods: Option<Vec<String>>,
     pub handler: HandlerBox,
     pub mode: Mode,
+    /// The handler takes request bodies as they arrive (`Handler::streams_request_body`).
+    pub streams_body: bool,
     pub filters: Vec<FilterBox>,
     pub max_body: Option<u64>,
     /// Where requests this route answers are counted (`stats::module_slot`).
@@ -98,9 +100,20 @@ fn match_prefix<'p>(prefix: &str, path: &'p str) -> Option<&'p str> {
     }
 }
 
+/// How a request's body is taken (see [`Router::body_intake`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyIntake {
+    /// The most body bytes accepted.
+    pub limit: u64,
+    /// Handed to the handler as it arrives instead of read whole first.
+    pub streamed: bool,
+}
+
 /// A configuration's routes, ready to serve.
 pub struct Router {
     routes: Vec<Route>,
+    /// `limits.max_body_bytes`: the body limit where no route sets its own.
+    max_body: u64,
 }
 
 impl Router {
@@ -124,6 +137,7 @@ impl Router {
                 secure,
                 methods: core.methods.clone(),
                 mode: handler.mode(),
+                streams_body: handler.streams_request_body(),
                 handler,
                 filters,
                 max_body: core.max_body_size,
@@ -132,7 +146,10 @@ impl Router {
                     .map_or(usize::MAX, crate::stats::module_slot),
             });
         }
-        Ok(Router { routes })
+        Ok(Router {
+            routes,
+            max_body: config.limits.max_body_bytes,
+        })
     }
 
     pub fn route(&self, index: usize) -> &Route {
@@ -142,6 +159,18 @@ impl Router {
     /// The first route at or after `index`, in order.
     pub fn after(&self, index: usize) -> Option<(usize, &Route)> {
         self.routes.get(index).map(|r| (index, r))
+    }
+
+    /// How a request's body is taken, asked before it is read: the first route that would
+    /// take the request decides. Its limit is that route's `max_body_size`, else the global
+    /// one, so a body over it is refused without reading it.
+    pub fn body_intake(&self, path: &str, host: &str, secure: bool) -> BodyIntake {
+        let first = self.candidates(path, host, secure).next();
+        let route = first.map(|(i, _, _)| &self.routes[i]);
+        BodyIntake {
+            limit: route.and_then(|r| r.max_body).unwrap_or(self.max_body),
+            streamed: route.is_some_and(|r| r.streams_body),
+        }
     }
 
     /// Routes whose prefix, host and scheme match, in order, with their index, prefix and

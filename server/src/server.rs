@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::modules::Registry;
 use crate::reload::Reloader;
 use crate::router::Router;
+use crate::upstream::Backends;
 use crate::worker::WorkerPool;
 
 /// Timeouts as durations.
@@ -37,11 +38,17 @@ pub struct Shared {
     pub registry: &'static Registry,
     /// TLS configurations of the secure listeners (certificates read at build time).
     pub tls: crate::net::tls::TlsSet,
+    /// The upstream backends this configuration's handlers use.
+    pub backends: Backends,
 }
 
 impl Shared {
     pub fn new(config: Config, registry: &'static Registry) -> Result<Shared, String> {
-        let router = Router::build(&config, registry).map_err(|e| e.to_string())?;
+        // Backends exist before modules build the handlers that name them.
+        let backends = Backends::build(&config.backends);
+        let router = backends
+            .building(|| Router::build(&config, registry))
+            .map_err(|e| e.to_string())?;
         let t = &config.timeouts;
         let secs = |s: f64| Duration::from_secs_f64(s.max(0.001));
         Ok(Shared {
@@ -57,6 +64,7 @@ impl Shared {
             router,
             config,
             registry,
+            backends,
         })
     }
 }
@@ -116,7 +124,7 @@ pub fn run(
     registry.lifecycle(Lifecycle::ServerStart);
     let mut threads = Vec::with_capacity(workers);
     for (index, listeners) in per_thread.into_iter().enumerate() {
-        let (shared, stop) = (shared.clone(), stop_rx.clone());
+        let stop = stop_rx.clone();
         let thread = std::thread::Builder::new()
             .name(format!("osprey-net-{index}"))
             .spawn(move || {
@@ -129,7 +137,7 @@ pub fn run(
                     .enable_all()
                     .build_local(tokio::runtime::LocalOptions::default())
                     .expect("a tokio runtime");
-                runtime.block_on(network_thread(index, listeners, shared, stop, registry));
+                runtime.block_on(network_thread(index, listeners, stop, registry));
             })
             .map_err(|e| format!("cannot start a network thread: {e}"))?;
         threads.push(thread);
@@ -210,10 +218,12 @@ impl Drop for Counted {
     }
 }
 
+/// A network thread holds no configuration of its own: connections take the current one
+/// (`reload::current`) when they are accepted, so a replaced configuration (and the backends
+/// only it uses) goes away with its last request.
 async fn network_thread(
     index: usize,
     listeners: Vec<Listener>,
-    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     registry: &'static Registry,
 ) {
@@ -225,10 +235,7 @@ async fn network_thread(
         // life of the AsyncFd.
         let listener = unsafe { AsyncFd::register_with_interest(l.socket, Interest::READABLE) }
             .expect("listener registers with tokio");
-        let shared = shared.clone();
-        accepting.push(tokio::task::spawn_local(accept_loop(
-            listener, i, l.tls, shared,
-        )));
+        accepting.push(tokio::task::spawn_local(accept_loop(listener, i, l.tls)));
     }
     let sweeping = tokio::task::spawn_local(crate::conn::wait::sweep());
     tokio::task::spawn_local(crate::worker::serve_inbox());
@@ -244,9 +251,9 @@ async fn network_thread(
     // request first (up to the shutdown timeout).
     accepting.iter().for_each(tokio::task::JoinHandle::abort);
     crate::conn::wait::stop();
-    let mut shared = shared;
-    crate::reload::refresh(&mut shared);
-    let deadline = tokio::time::Instant::now() + shared.timeouts.shutdown;
+    let shutdown =
+        crate::reload::current().map_or(Duration::from_secs(10), |s| s.timeouts.shutdown);
+    let deadline = tokio::time::Instant::now() + shutdown;
     while active_connections() > 0 {
         if tokio::time::timeout_at(deadline, connection_ended())
             .await
@@ -268,12 +275,11 @@ async fn accept_loop(
     listener: AsyncFd<std::net::TcpListener>,
     index: usize,
     bound_tls: Option<Arc<rustls::ServerConfig>>,
-    shared: Arc<Shared>,
 ) {
-    let mut shared = shared;
+    // Published before the network threads start.
+    let current = || crate::reload::current().expect("a configuration is published");
     loop {
-        crate::reload::refresh(&mut shared);
-        let max = shared.config.limits.max_connections.max(1);
+        let max = current().config.limits.max_connections.max(1);
         // At the limit, new connections wait in the listen backlog.
         while active_connections() >= max {
             connection_ended().await;
@@ -290,7 +296,7 @@ async fn accept_loop(
         let (stream, addr) = accepted;
         // TCP_NODELAY comes from the listening socket (see `net::bind`).
         let counted = Counted::new();
-        let (remote, shared) = (format_addr(addr), shared.clone());
+        let (remote, shared) = (format_addr(addr), current());
         match &bound_tls {
             None => {
                 // Answered at once when the request is there; a task only if it must wait.

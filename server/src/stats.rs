@@ -92,6 +92,11 @@ pub fn count_module(slot: usize) {
     }
 }
 
+/// A request was answered (see `dispatch::finished`).
+pub fn count_request() {
+    LOCAL.with(|t| t.bump(&t.requests, 1));
+}
+
 pub fn count_reload() {
     global().reloads.fetch_add(1, Relaxed);
 }
@@ -152,11 +157,6 @@ impl ConnStats {
                 t.bump(gauge(t, state), 1);
             });
         }
-    }
-
-    /// A request was answered.
-    pub fn request(&self) {
-        LOCAL.with(|t| t.bump(&t.requests, 1));
     }
 
     /// Requests this connection has been served (at most 2^30 - 1).

@@ -11,8 +11,6 @@ mod entry;
 mod inflight;
 mod tee;
 
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -206,12 +204,8 @@ impl FileCache {
         }
         match body {
             Body::File(range) => {
-                // SAFETY: the fd stays open while `range.file` lives; ManuallyDrop never closes it.
-                let file = std::mem::ManuallyDrop::new(unsafe {
-                    std::fs::File::from_raw_fd(range.file.as_raw_fd())
-                });
                 let mut data = vec![0; range.len as usize];
-                file.read_exact_at(&mut data, range.offset).ok()?;
+                range.file.read_exact_at(&mut data, range.offset).ok()?;
                 Some(data)
             }
             body => body.as_bytes().map(<[u8]>::to_vec),

@@ -11,8 +11,6 @@ mod store;
 mod stream;
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -126,13 +124,8 @@ impl Gzip {
     }
 
     fn compress_file(&self, range: &FileRange) -> std::io::Result<Vec<u8>> {
-        // Borrow the descriptor: the response's `OpenFile` keeps owning it.
-        // SAFETY: the fd is open for as long as `range.file` lives, and ManuallyDrop never closes it.
-        let file = std::mem::ManuallyDrop::new(unsafe {
-            std::fs::File::from_raw_fd(range.file.as_raw_fd())
-        });
         let mut data = vec![0; range.len as usize];
-        file.read_exact_at(&mut data, range.offset)?;
+        range.file.read_exact_at(&mut data, range.offset)?;
         self.compress(&data)
     }
 }

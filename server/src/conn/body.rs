@@ -8,7 +8,7 @@ use crate::http::chunked::Decoder;
 use crate::http::parse::{BodyFraming, Head, Span};
 use crate::http::HttpError;
 
-const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Read the body that follows `head` in `buf`. Returns where the body is and how many bytes
 /// of `buf` the request used.
@@ -73,7 +73,7 @@ async fn write_continue<I: Io>(io: &mut I, timeout: Duration) -> Result<(), Http
         .map_err(|_| HttpError::new(400, "connection failed"))
 }
 
-async fn read_more<I: Io>(
+pub(super) async fn read_more<I: Io>(
     io: &mut I,
     buf: &mut Vec<u8>,
     timeout: Duration,

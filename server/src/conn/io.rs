@@ -341,9 +341,7 @@ pub(crate) fn send_file_now(
         let mut off = (offset + file_sent) as i64;
         let want = (len - file_sent).min(1 << 30) as usize;
         let sent = call(&mut || {
-            // SAFETY: the file is open for the duration of the call.
-            let input = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
-            nix::sys::sendfile::sendfile(out, input, Some(&mut off), want).map_err(io::Error::from)
+            nix::sys::sendfile::sendfile(out, file, Some(&mut off), want).map_err(io::Error::from)
         });
         match sent {
             Ok(0) => {

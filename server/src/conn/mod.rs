@@ -11,6 +11,7 @@ pub mod io;
 mod pool;
 mod request;
 mod respond;
+mod streamed;
 mod tunnel;
 pub mod wait;
 
@@ -19,9 +20,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
-
-use crate::dispatch::{error_response, BodyLoc, Peer};
+use crate::dispatch::{error_response, finished, BodyLoc, Finished, Peer};
 use crate::http::parse::{parse_into, BodyFraming, Head, Span};
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -173,7 +172,7 @@ impl<I: Io> Conn<I> {
         }
         let rest = {
             let used = head.len;
-            match self.serve_now(head, BodyLoc::InBuf(Span::default()), used) {
+            match self.serve_now(head, BodyLoc::InBuf(Span::default()), used, None) {
                 Step::KeepAlive { flush: false } => return Ok(true),
                 Step::KeepAlive { flush: true } => match self.flush_now(false) {
                     Ok(true) => return Ok(true),
@@ -400,11 +399,10 @@ impl<I: Io> Conn<I> {
     async fn fail(&mut self, minor: u8, e: HttpError) -> std::io::Result<()> {
         tracing::debug!("protocol error {}: {}", e.status, e.reason);
         self.stats.set(State::Writing);
-        let started = Instant::now();
+        let started = crate::dispatch::start_clock();
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);
         let timeout = self.shared.timeouts.write;
-        self.stats.request();
         let sent = respond::write_response(
             &mut self.io,
             &mut self.out,
@@ -416,21 +414,15 @@ impl<I: Io> Conn<I> {
         )
         .await?;
         pool::give_response(resp);
-        if crate::access_log::enabled() {
-            let unparsed = Logged {
-                head: None,
-                id: "-",
-                resp: None,
-            };
-            log_access(
-                &self.peer,
-                &[],
-                unparsed,
-                e.status,
-                sent.body_bytes,
-                started,
-            );
-        }
+        finished(Finished {
+            peer: &self.peer,
+            request: None,
+            status: e.status,
+            body_bytes: sent.body_bytes,
+            started,
+            id: None,
+            set_cookies: &[],
+        });
         self.flush(timeout).await?;
         self.stats.set(State::Idle);
         self.io.close().await;
@@ -443,77 +435,4 @@ impl<I: Io> Conn<I> {
 fn is_h2_preface(buf: &[u8]) -> bool {
     let n = buf.len().min(H2_PREFACE.len());
     n >= 4 && buf[..n] == H2_PREFACE[..n]
-}
-
-/// What an access log line records of a request and its response (`head` is `None` when
-/// the request could not be parsed).
-struct Logged<'a> {
-    head: Option<&'a Head>,
-    id: &'a str,
-    resp: Option<&'a osprey_sdk::Response>,
-}
-
-/// One access log line.
-fn log_access(
-    peer: &Peer,
-    buf: &[u8],
-    logged: Logged<'_>,
-    status: u16,
-    body_bytes: u64,
-    started: Instant,
-) {
-    // A request lost to a busy worker pool comes back without its bytes.
-    let head = logged.head.filter(|h| buf.len() >= h.len);
-    let header = |name: &str| {
-        head.and_then(|h| {
-            h.headers
-                .iter()
-                .find(|(n, _)| n.str(buf).eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.get(buf))
-        })
-    };
-    crate::access_log::record(&crate::access_log::Entry {
-        remote: &peer.remote,
-        method: head.map(|h| h.method(buf)),
-        uri: head.map_or(&[][..], |h| h.uri.str(buf).as_bytes()),
-        minor: head.map_or(1, |h| h.minor),
-        status,
-        body_bytes,
-        referer: header("referer"),
-        user_agent: header("user-agent"),
-        duration: started.elapsed(),
-        request_id: logged.id,
-        cookie: &|name| {
-            let set = logged.resp.and_then(|r| set_cookie(r, name));
-            set.or_else(|| {
-                let h = head?;
-                h.headers
-                    .iter()
-                    .filter(|(n, _)| n.str(buf).eq_ignore_ascii_case("cookie"))
-                    .flat_map(|(_, v)| osprey_sdk::params::cookies(v.str(buf)))
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v.as_bytes())
-            })
-        },
-    });
-}
-
-/// The value a response's `Set-Cookie` gives cookie `name`.
-fn set_cookie<'r>(resp: &'r osprey_sdk::Response, name: &str) -> Option<&'r [u8]> {
-    resp.headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
-        .filter_map(|h| h.value.as_str().split(';').next()?.split_once('='))
-        .find(|(n, _)| n.trim() == name)
-        .map(|(_, v)| v.trim().as_bytes())
-}
-
-/// The body limit of the first route that would take this request, else the global one.
-pub(crate) fn body_limit(shared: &Shared, buf: &[u8], head: &Head, secure: bool) -> u64 {
-    shared
-        .router
-        .candidates(head.path(buf), head.host(buf), secure)
-        .next()
-        .and_then(|(i, _, _)| shared.router.route(i).max_body)
-        .unwrap_or(shared.config.limits.max_body_bytes)
 }

@@ -5,10 +5,15 @@
 use tokio::time::Instant;
 
 use super::respond::{self, Sent, Started};
-use super::{body, log_access, pool, tunnel, Conn, Io};
-use crate::dispatch::Unfinished;
-use crate::dispatch::{dispatch_now, error_response, finish, BodyLoc, Exchange, Routed};
-use crate::http::parse::Head;
+use super::streamed::{self, Fed, Streamed};
+use super::{body, pool, tunnel, Conn, Io};
+use crate::dispatch::incoming;
+use crate::dispatch::{
+    dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Dispatched, Exchange,
+    Finished, Routed, Unfinished,
+};
+use crate::http::parse::{BodyFraming, Head, Span};
+use crate::http::HttpError;
 use crate::stats::State;
 
 /// Pending pipelined output is written once it reaches this size.
@@ -32,7 +37,8 @@ pub(super) struct Flight {
 /// the stack or in the boxed request future: its size does not matter.)
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Step {
-    Dispatching(Box<Unfinished>, Flight),
+    /// Waiting for the handler, with the body it reads as it arrives, if it streams one.
+    Dispatching(Box<Unfinished>, Flight, Option<Box<Streamed>>),
     Sending(Exchange, Started, Flight),
     /// A worker job failed and took the request with it: 500, close.
     Lost(Flight),
@@ -51,6 +57,18 @@ pub(super) enum Step {
     Upgrade(osprey_sdk::TunnelBox),
 }
 
+impl Flight {
+    /// The request's body was not read to its end: the connection cannot be reused, and
+    /// closing must linger so that the unread bytes do not reset the response away.
+    fn cut_if(mut self, cut: bool) -> Flight {
+        if cut {
+            self.keep_alive = false;
+            self.client_close = false;
+        }
+        self
+    }
+}
+
 impl<I: Io> Conn<I> {
     /// Read the body of a request that has one, then serve it. `None`: the body was refused
     /// (answered, connection closed).
@@ -60,11 +78,18 @@ impl<I: Io> Conn<I> {
     ) -> std::io::Result<Option<Step>> {
         self.stats.set(State::Writing);
         let shared = &self.shared;
-        let limit = super::body_limit(shared, &self.buf, &head, self.peer.secure);
-        let timeout = shared.timeouts.body;
-        let read = body::read_body(&mut self.io, &mut self.buf, &head, limit, timeout).await;
+        let (path, host) = (head.path(&self.buf), head.host(&self.buf));
+        let intake = shared.router.body_intake(path, host, self.peer.secure);
+        let read = if intake.streamed {
+            self.stream_body(&head, intake.limit)
+        } else {
+            let timeout = shared.timeouts.body;
+            body::read_body(&mut self.io, &mut self.buf, &head, intake.limit, timeout)
+                .await
+                .map(|(body, used)| (body, used, None))
+        };
         match read {
-            Ok((body, used)) => Ok(Some(self.serve_now(head, body, used))),
+            Ok((body, used, streamed)) => Ok(Some(self.serve_now(head, body, used, streamed))),
             Err(e) => {
                 let minor = head.minor;
                 pool::give_head(head);
@@ -74,8 +99,46 @@ impl<I: Io> Conn<I> {
         }
     }
 
-    /// Dispatch and answer a request whose body is read, as far as that goes without waiting.
-    pub(super) fn serve_now(&mut self, head: Box<Head>, body: BodyLoc, used: usize) -> Step {
+    /// Set up a body the handler streams: the bytes that came with the head go to the stream,
+    /// the rest is read while the handler runs.
+    #[allow(clippy::type_complexity)]
+    fn stream_body(
+        &mut self,
+        head: &Head,
+        limit: u64,
+    ) -> Result<(BodyLoc, usize, Option<Box<Streamed>>), HttpError> {
+        let len = match head.body {
+            BodyFraming::Length(n) if n > limit => {
+                return Err(HttpError::new(413, "request body too large"))
+            }
+            BodyFraming::Length(n) => Some(n),
+            _ => None,
+        };
+        let (feed, slot) = incoming::channel(len);
+        let streamed = Streamed {
+            framing: head.body,
+            expect_continue: head.expect_continue,
+            read: self.buf.split_off(head.len),
+            limit,
+            feed,
+            slot: Some(slot),
+        };
+        Ok((
+            BodyLoc::InBuf(Span::default()),
+            head.len,
+            Some(Box::new(streamed)),
+        ))
+    }
+
+    /// Dispatch and answer a request whose body is read (or streams), as far as that goes
+    /// without waiting.
+    pub(super) fn serve_now(
+        &mut self,
+        head: Box<Head>,
+        body: BodyLoc,
+        used: usize,
+        mut streamed: Option<Box<Streamed>>,
+    ) -> Step {
         self.stats.set(State::Writing);
         let served = self.stats.count_served();
         let flight = Flight {
@@ -86,7 +149,7 @@ impl<I: Io> Conn<I> {
                 && !super::wait::stopping(),
             client_close: !head.keep_alive,
             used,
-            started: crate::access_log::enabled().then(Instant::now),
+            started: start_clock(),
         };
         let id = (self.shared.config.request_id).for_request(&self.peer.remote, &self.buf, &head);
         let ex = Exchange {
@@ -95,11 +158,13 @@ impl<I: Io> Conn<I> {
             body,
             resp: pool::take_response(),
             extra: Vec::new(),
+            stream: streamed.as_mut().and_then(|s| s.slot.take()).map(Box::new),
             id,
         };
         match dispatch_now(&self.shared, &self.peer, ex) {
-            Routed::Done(ex) => self.respond(ex, flight),
-            Routed::Unfinished(rest) => Step::Dispatching(rest, flight),
+            // Answered before its streamed body was read: the body is left unread.
+            Routed::Answered(ex) => self.respond(ex, flight.cut_if(streamed.is_some())),
+            Routed::Waits(rest) => Step::Dispatching(rest, flight, streamed),
         }
     }
 
@@ -109,8 +174,6 @@ impl<I: Io> Conn<I> {
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
         let keep_alive = flight.keep_alive && !super::wait::stopping();
-        // Counted when answered, before its bytes leave.
-        self.stats.request();
         if self.out.capacity() == 0 {
             self.out = pool::take_buffer();
         }
@@ -139,22 +202,15 @@ impl<I: Io> Conn<I> {
     /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
     /// the connection does next.
     fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
-        if let Some(started) = flight.started {
-            let mut room = crate::request_id::IdText::default();
-            let logged = super::Logged {
-                head: Some(&ex.head),
-                id: ex.id.text(&self.buf, &mut room),
-                resp: Some(&ex.resp),
-            };
-            log_access(
-                &self.peer,
-                &self.buf,
-                logged,
-                ex.resp.status,
-                sent.body_bytes,
-                started,
-            );
-        }
+        finished(Finished {
+            peer: &self.peer,
+            request: Some((&self.buf, &ex.head)),
+            status: ex.resp.status,
+            body_bytes: sent.body_bytes,
+            started: flight.started,
+            id: Some(ex.id),
+            set_cookies: &ex.resp.headers,
+        });
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
         // Keep pipelined bytes that follow this request.
@@ -185,10 +241,24 @@ impl<I: Io> Conn<I> {
         let timeout = self.shared.timeouts.write;
         loop {
             step = match step {
-                Step::Dispatching(rest, flight) => {
+                Step::Dispatching(rest, flight, None) => {
                     match finish(&self.shared, &self.peer, *rest).await {
-                        Some(ex) => self.respond(ex, flight),
-                        None => Step::Lost(flight),
+                        Dispatched::Answered(ex) => self.respond(ex, flight),
+                        Dispatched::Lost => Step::Lost(flight),
+                    }
+                }
+                Step::Dispatching(rest, flight, Some(body)) => {
+                    // The body is read while the handler runs, and no longer once it answered.
+                    let finishing = finish(&self.shared, &self.peer, *rest);
+                    let feeding = streamed::feed(&mut self.io, *body, self.shared.timeouts.body);
+                    match incoming::beside(finishing, feeding).await {
+                        (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
+                            // Pipelined bytes that followed the body.
+                            ex.buf.extend_from_slice(&next);
+                            self.respond(ex, flight)
+                        }
+                        (Dispatched::Answered(ex), _) => self.respond(ex, flight.cut_if(true)),
+                        (Dispatched::Lost, _) => Step::Lost(flight),
                     }
                 }
                 Step::Sending(ex, started, flight) => {
@@ -197,10 +267,9 @@ impl<I: Io> Conn<I> {
                     self.answered(ex, flight, sent)
                 }
                 Step::Lost(flight) => {
-                    self.stats.request();
                     let mut resp = pool::take_response();
                     error_response(&mut resp, 500, "");
-                    respond::write_response(
+                    let sent = respond::write_response(
                         &mut self.io,
                         &mut self.out,
                         flight.minor,
@@ -210,6 +279,16 @@ impl<I: Io> Conn<I> {
                         timeout,
                     )
                     .await?;
+                    // The request's bytes went with the failed job.
+                    finished(Finished {
+                        peer: &self.peer,
+                        request: None,
+                        status: resp.status,
+                        body_bytes: sent.body_bytes,
+                        started: flight.started,
+                        id: None,
+                        set_cookies: &[],
+                    });
                     pool::give_response(resp);
                     self.flush(timeout).await?;
                     return Ok(false);

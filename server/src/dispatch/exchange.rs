@@ -2,7 +2,7 @@
 
 use arrayvec::ArrayVec;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr};
-use osprey_sdk::{Header, HeaderPair, Request, Response};
+use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
 
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
@@ -36,6 +36,8 @@ pub struct Exchange {
     /// Request headers set by filters (`Filter::request_headers`): each replaces the client's
     /// headers of that name; an empty value removes them.
     pub extra: Vec<HeaderPair>,
+    /// The body as it arrives, for a handler that streams request bodies.
+    pub stream: Option<Box<BodySlot>>,
     pub id: RequestId,
 }
 
@@ -104,6 +106,7 @@ impl Exchange {
             request_id: RStr::from_str(id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(body),
+            body_stream: self.stream.as_deref().into(),
         };
         f(&req, &mut self.resp)
     }

@@ -11,17 +11,60 @@ use crate::router::Route;
 use crate::server::Shared;
 
 mod exchange;
+mod finished;
+pub mod incoming;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
+pub use finished::{finished, start_clock, Finished};
 
-/// A handler result that can come back from a worker thread.
-enum Answer {
-    Done,
-    Next,
-    Error(u16),
-    /// The pool was full: the exchange is [`lost`] and already holds a 503.
-    Busy,
-    /// No route answered: the core's 404 or 405 is in the response (see [`unrouted`]).
-    Unrouted,
+/// How a request's run through the routes ended.
+pub enum Dispatched {
+    /// Answered — by a handler, a filter, the core's 404/405, or a busy pool's 503: the
+    /// response is in `ex.resp`.
+    Answered(Exchange),
+    /// A worker job failed and took the request with it: the caller answers 500 and closes.
+    Lost,
+}
+
+/// How a step that may hop to the worker pool ended.
+enum Ran<T> {
+    /// It ran: the exchange is back, with what the step gave.
+    Done(Exchange, T),
+    /// The pool was full: the exchange carries a 503 and routing stops there.
+    Busy(Exchange),
+    /// The job failed and took the exchange.
+    Lost,
+}
+
+/// What a handler's outcome means for routing.
+enum Handled {
+    Answered,
+    /// Routing goes on with the next matching route.
+    Declined,
+    Later(LocalFfiFuture<Reply>),
+}
+
+/// Apply a handler's outcome to the response: the one place an `Outcome` is read.
+fn handled(outcome: Outcome, resp: &mut Response) -> Handled {
+    match outcome {
+        Outcome::Done => Handled::Answered,
+        Outcome::Next => {
+            resp.clear();
+            Handled::Declined
+        }
+        Outcome::Error(status) => {
+            error_response(resp, status, "");
+            Handled::Answered
+        }
+        Outcome::Later(future) => Handled::Later(future),
+    }
+}
+
+/// Apply an asynchronous handler's reply to the response.
+fn replied(reply: Reply, resp: &mut Response) {
+    match reply {
+        Reply::Done(answer) => *resp = answer,
+        Reply::Error(status) => error_response(resp, status, ""),
+    }
 }
 
 /// Filters `0..count` let the request go on in `before` and have not had their `after`;
@@ -57,6 +100,16 @@ struct Site<'a> {
 }
 
 impl<'a> Site<'a> {
+    /// Route `at.0`, whose path info starts at `at.1`.
+    fn at(shared: &'a Arc<Shared>, peer: &'a Arc<Peer>, at: (usize, usize)) -> Site<'a> {
+        Site {
+            shared,
+            peer,
+            index: at.0,
+            info_start: at.1,
+        }
+    }
+
     fn route(&self) -> &'a Route {
         self.shared.router.route(self.index)
     }
@@ -68,27 +121,22 @@ impl<'a> Site<'a> {
 }
 
 /// Run one filter's `before` (on the worker pool when it asks, waiting while it answers
-/// `Wait`); after `Continue`, collect the request headers it sets. `Err`: the pool was full
-/// and the exchange now carries a 503.
-async fn before_step(
-    site: Site<'_>,
-    mut ex: Exchange,
-    filter: usize,
-    key: &str,
-) -> Option<Result<(Exchange, Step), Exchange>> {
+/// `Wait`); after `Continue`, collect the request headers it sets.
+async fn before_step(site: Site<'_>, ex: Exchange, filter: usize, key: &str) -> Ran<Step> {
     let f = &site.route().filters[filter];
+    let mut ex = ex;
     for _ in 0..WAIT_ROUNDS {
         let step;
-        (ex, step) = match run_before(site, ex, filter, key).await? {
-            Ok(result) => result,
-            Err(busy) => return Some(Err(busy)),
+        (ex, step) = match run_before(site, ex, filter, key).await {
+            Ran::Done(ex, step) => (ex, step),
+            other => return other,
         };
         match step {
             Step::Wait => {
                 let _ = tokio::time::timeout(WAIT_ROUND, f.wait(RStr::from_str(key))).await;
             }
             Step::Continue => break,
-            Step::Respond => return Some(Ok((ex, Step::Respond))),
+            Step::Respond => return Ran::Done(ex, Step::Respond),
         }
     }
     let mut set = RVec::new();
@@ -96,7 +144,7 @@ async fn before_step(
         f.request_headers(req, RStr::from_str(key), &mut set)
     });
     ex.extra.extend(set);
-    Some(Ok((ex, Step::Continue)))
+    Ran::Done(ex, Step::Continue)
 }
 
 /// Where routing a request stands: how far down the routes it went, and the methods of the
@@ -107,7 +155,7 @@ pub struct Routing {
     next: usize,
     allowed: Vec<String>,
     /// The first route that matched the path and host, whatever the method: its filters see
-    /// the core's 404 / 405 if no route answers.
+    /// the core's 404 / 405 if no route answers ([`unrouted`]).
     first_match: Option<(usize, usize)>,
 }
 
@@ -169,55 +217,40 @@ pub struct Unfinished {
 /// Routing done as far as it goes without waiting.
 pub enum Routed {
     /// Answered: the response is in `ex.resp`.
-    Done(Exchange),
+    Answered(Exchange),
     /// A filter, a worker handler or an asynchronous answer is next: see [`finish`].
-    Unfinished(Box<Unfinished>),
+    Waits(Box<Unfinished>),
 }
 
 /// Route the request in `ex` as far as inline handlers without filters take it: the common
 /// case (a fixed answer, a cached file) costs no future, no allocation and no wait.
 pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) -> Routed {
     let mut routing = Routing::default();
-    while let Some((index, info_start)) = routing.next_route(shared, peer, &ex) {
-        let site = Site {
-            shared,
-            peer,
-            index,
-            info_start,
-        };
+    while let Some(at) = routing.next_route(shared, peer, &ex) {
+        let site = Site::at(shared, peer, at);
         let route = site.route();
-        if !route.filters.is_empty() || route.mode == Mode::Worker {
-            let at = Some((index, info_start));
-            return Routed::Unfinished(Box::new(Unfinished {
+        let waits = |ex, routing, later| {
+            Routed::Waits(Box::new(Unfinished {
                 ex,
                 routing,
-                at,
-                later: None,
-            }));
+                at: Some(at),
+                later,
+            }))
+        };
+        if !route.filters.is_empty() || route.mode == Mode::Worker {
+            return waits(ex, routing, None);
         }
         let outcome = site.view(&mut ex, |req, resp| route.handler.handle(req, resp));
-        match outcome {
-            Outcome::Done => {}
-            Outcome::Next => {
-                ex.resp.clear();
-                continue;
-            }
-            Outcome::Error(status) => error_response(&mut ex.resp, status, ""),
-            Outcome::Later(future) => {
-                let at = Some((index, info_start));
-                return Routed::Unfinished(Box::new(Unfinished {
-                    ex,
-                    routing,
-                    at,
-                    later: Some(future),
-                }));
-            }
+        match handled(outcome, &mut ex.resp) {
+            Handled::Answered => {}
+            Handled::Declined => continue,
+            Handled::Later(future) => return waits(ex, routing, Some(future)),
         }
         crate::stats::count_module(route.stat);
-        return Routed::Done(ex);
+        return Routed::Answered(ex);
     }
     if routing.filtered_first_match(shared).is_some() {
-        return Routed::Unfinished(Box::new(Unfinished {
+        return Routed::Waits(Box::new(Unfinished {
             ex,
             routing,
             at: None,
@@ -225,49 +258,39 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         }));
     }
     routing.not_found(&mut ex);
-    Routed::Done(ex)
+    Routed::Answered(ex)
 }
 
-/// Route and answer the request in `ex`; the response is left in `ex.resp`. `None` when the
-/// exchange was lost to a failed worker job (the connection must close).
-pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Option<Exchange> {
+/// Route and answer the request in `ex`: the one pipeline every protocol's requests go
+/// through (see `finished` for the step after the response is sent).
+pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Dispatched {
     match dispatch_now(shared, peer, ex) {
-        Routed::Done(ex) => Some(ex),
-        Routed::Unfinished(rest) => finish(shared, peer, *rest).await,
+        Routed::Answered(ex) => Dispatched::Answered(ex),
+        Routed::Waits(rest) => finish(shared, peer, *rest).await,
     }
 }
 
 /// Finish routing what [`dispatch_now`] left: await an asynchronous answer, or run the route
 /// in full, then go on down the routes.
-pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Option<Exchange> {
+pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Dispatched {
     let Unfinished {
         mut ex,
         mut routing,
         at,
         later,
     } = rest;
-    let mut next = at;
     if let (Some(future), Some(at)) = (later, at) {
-        let route = shared.router.route(at.0);
-        match future.await {
-            Reply::Done(resp) => ex.resp = resp,
-            Reply::Error(status) => error_response(&mut ex.resp, status, ""),
-        }
-        crate::stats::count_module(route.stat);
-        return Some(ex);
+        replied(future.await, &mut ex.resp);
+        crate::stats::count_module(shared.router.route(at.0).stat);
+        return Dispatched::Answered(ex);
     }
-    while let Some((index, info_start)) = next.take() {
-        let site = Site {
-            shared,
-            peer,
-            index,
-            info_start,
+    let mut next = at;
+    while let Some(at) = next.take() {
+        ex = match run_route(Site::at(shared, peer, at), ex, None).await {
+            Ran::Done(ex, Handled::Declined) => ex,
+            Ran::Done(ex, _) | Ran::Busy(ex) => return Dispatched::Answered(ex),
+            Ran::Lost => return Dispatched::Lost,
         };
-        let answered;
-        (ex, answered) = run_route(site, ex, None).await?;
-        if answered {
-            return Some(ex);
-        }
         next = routing.next_route(shared, peer, &ex);
     }
     unrouted(shared, peer, routing, ex).await
@@ -282,28 +305,21 @@ async fn unrouted(
     peer: &Arc<Peer>,
     routing: Routing,
     mut ex: Exchange,
-) -> Option<Exchange> {
-    let Some((index, info_start)) = routing.filtered_first_match(shared) else {
+) -> Dispatched {
+    let Some(at) = routing.filtered_first_match(shared) else {
         routing.not_found(&mut ex);
-        return Some(ex);
+        return Dispatched::Answered(ex);
     };
-    let site = Site {
-        shared,
-        peer,
-        index,
-        info_start,
-    };
-    run_route(site, ex, Some(routing)).await.map(|(ex, _)| ex)
+    match run_route(Site::at(shared, peer, at), ex, Some(routing)).await {
+        Ran::Done(ex, _) | Ran::Busy(ex) => Dispatched::Answered(ex),
+        Ran::Lost => Dispatched::Lost,
+    }
 }
 
 /// One route in full: filters before, the handler (inline, on the pool, or asynchronous),
-/// filters after. `false`: the handler declined. With `unrouted`, the core's 404 / 405 takes
-/// the handler's place ([`unrouted`]).
-async fn run_route(
-    site: Site<'_>,
-    mut ex: Exchange,
-    unrouted: Option<Routing>,
-) -> Option<(Exchange, bool)> {
+/// filters after. Gives `Handled::Answered` or `Handled::Declined`. With `unrouted`, the
+/// core's 404 / 405 takes the handler's place ([`unrouted`]).
+async fn run_route(site: Site<'_>, mut ex: Exchange, unrouted: Option<Routing>) -> Ran<Handled> {
     let route = site.route();
     // The core's own answers are not the module's.
     let counted = unrouted.is_none();
@@ -322,10 +338,11 @@ async fn run_route(
     ex.extra.clear();
     for i in 0..route.filters.len() {
         let step;
-        (ex, step) = match before_step(site, ex, i, &key).await? {
-            Ok(result) => result,
-            // The pool was full; `pending` tells the filters that ran.
-            Err(busy) => return Some((busy, true)),
+        (ex, step) = match before_step(site, ex, i, &key).await {
+            Ran::Done(ex, step) => (ex, step),
+            // The pool was full or the job failed; `pending` tells the filters that ran.
+            Ran::Busy(ex) => return Ran::Busy(ex),
+            Ran::Lost => return Ran::Lost,
         };
         if step == Step::Respond {
             answered_by = Some(i);
@@ -340,45 +357,44 @@ async fn run_route(
             i
         }
         None => {
-            let answer;
-            (ex, answer) = match unrouted {
+            let declined;
+            (ex, declined) = match unrouted {
                 Some(routing) => {
                     routing.not_found(&mut ex);
-                    (ex, Answer::Unrouted)
+                    (ex, false)
                 }
-                None => run_handler(site, ex).await?,
+                None => match run_handler(site, ex).await {
+                    Ran::Done(ex, Handled::Declined) => (ex, true),
+                    Ran::Done(ex, _) => (ex, false),
+                    Ran::Busy(ex) => return Ran::Busy(ex),
+                    Ran::Lost => return Ran::Lost,
+                },
             };
             // Filters' request headers were for the handler; `after` sees the client's.
             ex.extra.clear();
-            match answer {
-                Answer::Done => route.filters.len(),
-                Answer::Next => {
-                    ex.resp.clear();
-                    return Some((ex, false));
-                }
-                // Filters see error pages too: a cache may answer with a stale entry.
-                Answer::Error(status) => {
-                    crate::stats::count_module(route.stat);
-                    error_response(&mut ex.resp, status, "");
-                    route.filters.len()
-                }
-                Answer::Busy => return Some((ex, true)),
-                Answer::Unrouted => route.filters.len(),
+            if declined {
+                return Ran::Done(ex, Handled::Declined);
             }
+            // Filters see error pages too: a cache may answer with a stale entry.
+            route.filters.len()
         }
     };
     for i in (0..after_from).rev() {
         pending.count = i;
-        let busy;
-        (ex, busy) = run_after(site, ex, i, &key).await?;
-        if busy {
-            break;
+        match run_after(site, ex, i, &key).await {
+            Ran::Done(back, ()) => ex = back,
+            // The filters before this one are skipped: the answer is the pool's 503.
+            Ran::Busy(busy) => {
+                ex = busy;
+                break;
+            }
+            Ran::Lost => return Ran::Lost,
         }
     }
     if counted {
         crate::stats::count_module(route.stat);
     }
-    Some((ex, true))
+    Ran::Done(ex, Handled::Answered)
 }
 
 /// `host|scheme|uri`, then each filter's variant.
@@ -396,58 +412,48 @@ fn cache_key(site: Site<'_>, ex: &mut Exchange) -> String {
     key.into_string()
 }
 
-/// A handler's answer, or the future that will give it.
-fn settled(outcome: Outcome) -> Result<Answer, LocalFfiFuture<Reply>> {
-    match outcome {
-        Outcome::Done => Ok(Answer::Done),
-        Outcome::Next => Ok(Answer::Next),
-        Outcome::Error(s) => Ok(Answer::Error(s)),
-        Outcome::Later(future) => Err(future),
-    }
-}
-
-async fn run_handler(site: Site<'_>, mut ex: Exchange) -> Option<(Exchange, Answer)> {
+/// The handler, inline (awaiting an asynchronous answer) or on the worker pool. Gives
+/// `Handled::Answered` or `Handled::Declined`.
+async fn run_handler(site: Site<'_>, mut ex: Exchange) -> Ran<Handled> {
     if site.route().mode == Mode::Worker {
-        let answered = on_pool(site, ex, |route, req, resp| {
-            settled(route.handler.handle(req, resp)).unwrap_or_else(|_| {
-                tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
-                Answer::Error(500)
-            })
+        // (A future cannot cross threads: the job says only whether the handler declined.)
+        let declined = on_pool(site, ex, |route, req, resp| {
+            match handled(route.handler.handle(req, resp), resp) {
+                Handled::Answered => false,
+                Handled::Declined => true,
+                Handled::Later(_) => {
+                    tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
+                    error_response(resp, 500, "");
+                    false
+                }
+            }
         });
-        return match answered.await? {
-            Ok(result) => Some(result),
-            Err(busy) => Some((busy, Answer::Busy)),
+        return match declined.await {
+            Ran::Done(ex, true) => Ran::Done(ex, Handled::Declined),
+            Ran::Done(ex, false) => Ran::Done(ex, Handled::Answered),
+            Ran::Busy(ex) => Ran::Busy(ex),
+            Ran::Lost => Ran::Lost,
         };
     }
     let outcome = site.view(&mut ex, |req, resp| site.route().handler.handle(req, resp));
-    let answer = match settled(outcome) {
-        Ok(answer) => answer,
-        Err(future) => match future.await {
-            Reply::Done(resp) => {
-                ex.resp = resp;
-                Answer::Done
-            }
-            Reply::Error(s) => Answer::Error(s),
-        },
-    };
-    Some((ex, answer))
+    match handled(outcome, &mut ex.resp) {
+        Handled::Later(future) => {
+            replied(future.await, &mut ex.resp);
+            Ran::Done(ex, Handled::Answered)
+        }
+        settled => Ran::Done(ex, settled),
+    }
 }
 
 /// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
-/// `Err` carries the final 503 answer of a busy pool.
-async fn run_before(
-    site: Site<'_>,
-    mut ex: Exchange,
-    filter: usize,
-    key: &str,
-) -> Option<Result<(Exchange, Step), Exchange>> {
+async fn run_before(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Ran<Step> {
     let f = &site.route().filters[filter];
     let mode = site.view(&mut ex, |req, _| f.before_mode(req, RStr::from_str(key)));
     if mode == Mode::Inline {
         let step = site.view(&mut ex, |req, resp| {
             f.before(req, RStr::from_str(key), resp)
         });
-        return Some(Ok((ex, step)));
+        return Ran::Done(ex, step);
     }
     let key = key.to_owned();
     on_pool(site, ex, move |route, req, resp| {
@@ -456,40 +462,30 @@ async fn run_before(
     .await
 }
 
-/// A filter's `after` step, inline or on the worker pool. `true`: the pool was busy and the
-/// exchange now carries its 503 (the filters before this one are skipped).
-async fn run_after(
-    site: Site<'_>,
-    mut ex: Exchange,
-    filter: usize,
-    key: &str,
-) -> Option<(Exchange, bool)> {
+/// A filter's `after` step, inline or on the worker pool.
+async fn run_after(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Ran<()> {
     let f = &site.route().filters[filter];
     let mode = site.view(&mut ex, |req, resp| f.after_mode(req, resp));
     if mode == Mode::Inline {
         site.view(&mut ex, |req, resp| f.after(req, RStr::from_str(key), resp));
-        return Some((ex, false));
+        return Ran::Done(ex, ());
     }
     let key = key.to_owned();
-    let done = on_pool(site, ex, move |route, req, resp| {
+    on_pool(site, ex, move |route, req, resp| {
         route.filters[filter].after(req, RStr::from_str(&key), resp)
-    });
-    match done.await? {
-        Ok((ex, ())) => Some((ex, false)),
-        Err(busy) => Some((busy, true)),
-    }
+    })
+    .await
 }
 
-/// Run `step` on the worker pool with the exchange moved there and back. `Err`: the pool was
-/// full; the exchange carries a 503. `None`: the job failed and took the request.
+/// Run `step` on the worker pool with the exchange moved there and back.
 async fn on_pool<T: Send + 'static>(
     site: Site<'_>,
     mut ex: Exchange,
     step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
-) -> Option<Result<(Exchange, T), Exchange>> {
+) -> Ran<T> {
     let Some(place) = site.shared.pool.reserve() else {
         error_response(&mut ex.resp, 503, "the server is busy");
-        return Some(Err(ex));
+        return Ran::Busy(ex);
     };
     let (shared, peer) = (site.shared.clone(), site.peer.clone());
     let (index, info_start) = (site.index, site.info_start);
@@ -500,5 +496,8 @@ async fn on_pool<T: Send + 'static>(
         });
         (ex, out)
     };
-    place.run(job).await.map(Ok)
+    match place.run(job).await {
+        Some((ex, out)) => Ran::Done(ex, out),
+        None => Ran::Lost,
+    }
 }

@@ -13,9 +13,12 @@ use http::header::{HeaderName, HeaderValue};
 use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
 use osprey_sdk::{Body, FfiPoll, Response};
 
-use crate::dispatch::{dispatch, error_response, BodyLoc, Exchange, Peer};
+use crate::dispatch::incoming::{self, Feed};
+use crate::dispatch::{
+    dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
+};
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse, Head, Span};
+use crate::http::parse::{parse, BodyFraming, Head, Span};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -32,58 +35,108 @@ pub async fn handle(
     peer: &Arc<Peer>,
     shared: &Arc<Shared>,
 ) {
+    let started = start_clock();
     let (parts, mut body) = req.into_parts();
     let is_head = parts.method == http::Method::HEAD;
     let mut buf = Vec::with_capacity(1024);
+    let mut streamed = None;
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
-        Ok(head) => {
+        Ok((head, stream_limit)) => {
             let span = Span {
                 start: head.len as u32,
                 end: buf.len() as u32,
             };
             let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-            Exchange {
+            let mut ex = Exchange {
                 buf,
                 head: Box::new(head),
                 body: BodyLoc::InBuf(span),
                 resp: Response::default(),
                 extra: Vec::new(),
+                stream: None,
                 id,
+            };
+            if let Some(limit) = stream_limit {
+                let len = match ex.head.body {
+                    BodyFraming::Length(n) => Some(n),
+                    _ => None,
+                };
+                let (feed, slot) = incoming::channel(len);
+                ex.stream = Some(Box::new(slot));
+                streamed = Some((feed, limit));
             }
+            ex
         }
         Err(e) => {
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
             error_response(&mut resp, e.status, e.reason);
-            let _ = send(&mut respond, resp, is_head, shared).await;
+            let body_bytes = send(&mut respond, resp, is_head, shared).await.unwrap_or(0);
+            finished(Finished {
+                peer,
+                request: None,
+                status: e.status,
+                body_bytes,
+                started,
+                id: None,
+                set_cookies: &[],
+            });
             drain(&mut body).await;
             return;
         }
     };
-    let resp = match dispatch(shared, peer, ex).await {
-        Some(mut ex) => {
-            ex.stamp_id(&shared.config.request_id);
-            ex.resp
-        }
-        None => {
-            let mut resp = Response::default();
-            error_response(&mut resp, 500, "");
-            resp
+    let dispatched = match streamed {
+        None => dispatch(shared, peer, ex).await,
+        Some((feed, limit)) => {
+            let feeding = feed_body(&mut body, feed, limit, shared.timeouts.body);
+            incoming::beside(dispatch(shared, peer, ex), feeding)
+                .await
+                .0
         }
     };
-    if let Err(e) = send(&mut respond, resp, is_head, shared).await {
-        tracing::debug!("HTTP/2 response not completed: {e}");
-    }
+    let (mut resp, ex) = match dispatched {
+        Dispatched::Answered(mut ex) => {
+            ex.stamp_id(&shared.config.request_id);
+            (std::mem::take(&mut ex.resp), Some(ex))
+        }
+        // The request's bytes went with a failed worker job.
+        Dispatched::Lost => {
+            let mut resp = Response::default();
+            error_response(&mut resp, 500, "");
+            (resp, None)
+        }
+    };
+    refuse_unsendable(&mut resp);
+    let status = resp.status;
+    // The access log may record a cookie the response sets; the response goes to h2 below.
+    let set_cookies = crate::access_log::set_cookies(&resp.headers);
+    let body_bytes = send(&mut respond, resp, is_head, shared)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!("HTTP/2 response not completed: {e}");
+            0
+        });
+    finished(Finished {
+        peer,
+        request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
+        status,
+        body_bytes,
+        started,
+        id: ex.as_ref().map(|ex| ex.id),
+        set_cookies: &set_cookies,
+    });
 }
 
-/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body.
+/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body — unless the
+/// handler streams it: then the route's body limit comes back with the head, and the body is
+/// fed to the handler as it arrives (`feed_body`).
 async fn read_request(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
-) -> Result<Head, HttpError> {
+) -> Result<(Head, Option<u64>), HttpError> {
     let authority = parts.uri.authority().map(|a| a.as_str());
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     buf.extend_from_slice(parts.method.as_str().as_bytes());
@@ -112,11 +165,17 @@ async fn read_request(
     buf.extend_from_slice(b"\r\n");
     let limits = &shared.config.limits;
     let head = parse(buf, limits)?.ok_or(HttpError::new(400, "incomplete request head"))?;
-    let limit = crate::conn::body_limit(shared, buf, &head, peer.secure);
-    if let crate::http::parse::BodyFraming::Length(n) = head.body {
+    let intake = shared
+        .router
+        .body_intake(head.path(buf), head.host(buf), peer.secure);
+    let limit = intake.limit;
+    if let BodyFraming::Length(n) = head.body {
         if n > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
+    }
+    if intake.streamed && !body.is_end_stream() {
+        return Ok((head, Some(limit)));
     }
     let timeout = shared.timeouts.body;
     while let Some(data) = next_data(body, timeout).await? {
@@ -126,7 +185,37 @@ async fn read_request(
         buf.extend_from_slice(&data);
         let _ = body.flow_control().release_capacity(data.len());
     }
-    Ok(head)
+    Ok((head, None))
+}
+
+/// Feed a streamed body to its handler as DATA frames arrive. Flow-control capacity is given
+/// back only once the handler has taken a piece, so a client sends no faster than it reads.
+async fn feed_body(body: &mut RecvStream, mut feed: Feed, limit: u64, timeout: Duration) {
+    if !feed.wanted().await {
+        return;
+    }
+    let mut total = 0u64;
+    loop {
+        let data = tokio::select! {
+            data = next_data(body, timeout) => data,
+            _ = feed.abandoned() => return,
+        };
+        match data {
+            // The end: dropping the feed ends the handler's stream.
+            Ok(None) => return,
+            Ok(Some(data)) => {
+                total += data.len() as u64;
+                if total > limit {
+                    return feed.fail("request body too large").await;
+                }
+                if !feed.send(data.to_vec()).await {
+                    return;
+                }
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            Err(e) => return feed.fail(e.reason).await,
+        }
+    }
 }
 
 /// After an early answer, read and drop what the client still sends of the body (a bounded
@@ -158,19 +247,15 @@ async fn next_data(body: &mut RecvStream, timeout: Duration) -> Result<Option<By
 
 type SendError = Box<dyn std::error::Error>;
 
-/// Send the response head and body.
-async fn send(
-    respond: &mut SendResponse<Bytes>,
-    mut resp: Response,
-    is_head: bool,
-    shared: &Shared,
-) -> Result<(), SendError> {
+/// A response HTTP/2 cannot carry (an invalid header, an informational status, a tunnel)
+/// becomes a 500.
+fn refuse_unsendable(resp: &mut Response) {
     if let Some(bad) = resp.headers.iter().find(|h| invalid_header(h)) {
         tracing::error!(
             "handler set an invalid header {:?}; answering 500",
             bad.name.as_str()
         );
-        error_response(&mut resp, 500, "");
+        error_response(resp, 500, "");
     }
     // HTTP/2 has no connection upgrade (101); a tunnel can only ride HTTP/1.1.
     if resp.status < 200 || resp.status > 999 || matches!(resp.body, Body::Upgrade(_)) {
@@ -178,16 +263,30 @@ async fn send(
             "handler answered status {} over HTTP/2; answering 500",
             resp.status
         );
-        error_response(&mut resp, 500, "");
+        error_response(resp, 500, "");
     }
+}
+
+/// Send the response head and body: the body bytes sent.
+async fn send(
+    respond: &mut SendResponse<Bytes>,
+    mut resp: Response,
+    is_head: bool,
+    shared: &Shared,
+) -> Result<u64, SendError> {
     let no_body = bodiless(resp.status);
     let head = response_head(&resp, if no_body { None } else { resp.body.len() })?;
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let empty = no_body || is_head || body.len() == Some(0);
     let mut stream = respond.send_response(head, empty)?;
     if empty {
-        return Ok(());
+        return Ok(0);
     }
+    // Streams are counted as their chunks go.
+    let mut sent = match &body {
+        Body::Stream(_) => 0,
+        known => known.len().unwrap_or(0),
+    };
     let timeout = shared.timeouts.write;
     match body {
         Body::Empty | Body::Upgrade(_) => stream.send_data(Bytes::new(), true)?,
@@ -196,14 +295,11 @@ async fn send(
             send_bytes(&mut stream, Bytes::from_owner(SharedBody(b)), true, timeout).await?
         }
         Body::File(range) => {
-            use std::os::fd::AsRawFd;
-            // SAFETY: `range` keeps the file open while it is read.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(range.file.as_raw_fd()) };
             let (mut off, end) = (range.offset, range.offset + range.len);
             while off < end {
                 let want = ((end - off) as usize).min(FILE_CHUNK);
                 let mut chunk = BytesMut::zeroed(want);
-                let n = nix::sys::uio::pread(fd, &mut chunk, off as i64)?;
+                let n = range.file.read_at(&mut chunk, off)?;
                 if n == 0 {
                     stream.send_reset(h2::Reason::INTERNAL_ERROR);
                     return Err("file shrank while being sent".into());
@@ -227,6 +323,7 @@ async fn send(
                 .map_err(|_| "stream timed out")?
             {
                 Some(ROption::RSome(RResult::ROk(chunk))) => {
+                    sent += chunk.len() as u64;
                     if !chunk.is_empty() {
                         send_bytes(&mut stream, Bytes::from(chunk.into_vec()), false, timeout)
                             .await?;
@@ -249,7 +346,7 @@ async fn send(
             }
         },
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// A shared body handed to h2 without a copy.

@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -244,14 +243,11 @@ impl Io for TlsIo {
     ) -> io::Result<()> {
         self.write_all(&[head], idle).await?;
         let mut chunk = Chunk::take();
-        // SAFETY: the file stays open for the duration of the call.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.as_raw_fd()) };
         let mut off = offset;
         let end = offset + len;
         while off < end {
             let want = ((end - off) as usize).min(FILE_CHUNK);
-            let n = nix::sys::uio::pread(fd, &mut chunk.0[..want], off as i64)
-                .map_err(io::Error::from)?;
+            let n = file.read_at(&mut chunk.0[..want], off)?;
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

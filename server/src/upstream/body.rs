@@ -3,6 +3,7 @@
 //! thread's pool; a client that goes away drops it.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ enum State {
 }
 
 pub struct UpstreamBody {
-    backend: &'static Backend,
+    backend: Arc<Backend>,
     server: usize,
     stream: Option<TcpStream>,
     /// Bytes read and not yet passed on.
@@ -48,7 +49,7 @@ type Chunk = ROption<RResult<RVec<u8>, RString>>;
 impl UpstreamBody {
     /// Must be called on the network thread, inside its runtime.
     pub fn new(
-        backend: &'static Backend,
+        backend: Arc<Backend>,
         server: usize,
         stream: TcpStream,
         buf: Vec<u8>,

@@ -6,7 +6,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use serde::Deserialize;
 
 /// One backend as written in the configuration.
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     /// NXWEB's single server, `host:port` (the same as one entry in `servers`).
@@ -46,7 +46,7 @@ pub struct BackendConfig {
     pub fail_on_5xx: bool,
 }
 
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// `host:port`; resolved once when the configuration is read.
@@ -69,7 +69,7 @@ pub enum Balance {
 }
 
 /// Active checks: `GET path` every `interval` seconds.
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheckConfig {
     #[serde(default = "default_path")]
@@ -128,7 +128,7 @@ fn default_threshold() -> u32 {
 }
 
 /// A checked backend: every server resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BackendSpec {
     pub name: String,
     pub servers: Vec<(SocketAddr, String, u32)>,

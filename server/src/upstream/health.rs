@@ -1,22 +1,42 @@
 //! Active health checks: one thread with its own runtime runs a task per checked server,
 //! and publishes each verdict in the server's shared state, read by every network thread.
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+
 use super::config::HealthCheckConfig;
-use super::state::ServerState;
 use super::Backend;
 
-/// Start the checker thread if any backend has `health_check`.
-pub fn start(backends: &'static [Arc<Backend>]) {
-    let checked: Vec<(&'static Backend, HealthCheckConfig)> = backends
-        .iter()
-        .filter_map(|b| b.health_check.clone().map(|h| (&**b, h)))
-        .collect();
-    if checked.is_empty() {
-        return;
+/// A backend's servers to check, sent to the checker thread.
+type Checked = (Weak<Backend>, HealthCheckConfig);
+
+/// Start checking the backends that have `health_check` and are not checked yet (the
+/// checker thread starts with the first). A check loop ends when its backend is gone.
+pub fn start(backends: &[Arc<Backend>]) {
+    static CHECKER: Mutex<Option<mpsc::UnboundedSender<Checked>>> = Mutex::new(None);
+    let mut checker = CHECKER.lock().unwrap();
+    for b in backends {
+        let Some(hc) = b.health_check.clone() else {
+            continue;
+        };
+        if b.checked.swap(true, Ordering::Relaxed) {
+            continue;
+        }
+        if checker.is_none() {
+            *checker = spawn_checker();
+        }
+        if let Some(tx) = checker.as_ref() {
+            let _ = tx.send((Arc::downgrade(b), hc));
+        }
     }
+}
+
+/// The checker thread: its own runtime, a task per checked server.
+fn spawn_checker() -> Option<mpsc::UnboundedSender<Checked>> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Checked>();
     let spawned = std::thread::Builder::new()
         .name("osprey-health".into())
         .spawn(move || {
@@ -31,26 +51,35 @@ pub fn start(backends: &'static [Arc<Backend>]) {
                 }
             };
             runtime.block_on(async move {
-                for (backend, hc) in checked {
-                    for server in &backend.servers {
-                        tokio::spawn(check_loop(backend, server.clone(), hc.clone()));
+                while let Some((backend, hc)) = rx.recv().await {
+                    let servers = backend.upgrade().map_or(0, |b| b.servers.len());
+                    for server in 0..servers {
+                        tokio::spawn(check_loop(backend.clone(), server, hc.clone()));
                     }
                 }
-                std::future::pending::<()>().await
             });
         });
-    if let Err(e) = spawned {
-        tracing::error!("health checks disabled: cannot start their thread: {e}");
+    match spawned {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::error!("health checks disabled: cannot start their thread: {e}");
+            None
+        }
     }
 }
 
-async fn check_loop(backend: &'static Backend, server: Arc<ServerState>, hc: HealthCheckConfig) {
+async fn check_loop(backend: Weak<Backend>, index: usize, hc: HealthCheckConfig) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(hc.interval));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let timeout = Duration::from_secs_f64(hc.timeout);
     let (mut fails, mut passes) = (0u32, 0u32);
     loop {
         tick.tick().await;
+        // A reload removed or changed the backend, and no request uses it any more.
+        let Some(backend) = backend.upgrade() else {
+            return;
+        };
+        let server = backend.servers[index].clone();
         let result = match tokio::time::timeout(
             timeout,
             super::service::check(server.addr, &server.name, &hc.path),

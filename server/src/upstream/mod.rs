@@ -12,8 +12,9 @@ mod state;
 mod tunnel;
 mod wire;
 
-use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_ffi::LocalFfiFuture;
@@ -43,6 +44,10 @@ pub struct Backend {
     pub fail_timeout: Duration,
     pub fail_on_5xx: bool,
     health_check: Option<HealthCheckConfig>,
+    /// Its health checks have been started.
+    checked: AtomicBool,
+    /// What it was built from: a reload keeps a backend whose spec is unchanged.
+    spec: BackendSpec,
 }
 
 impl Backend {
@@ -72,39 +77,118 @@ impl Backend {
             fail_timeout: secs(c.fail_timeout),
             fail_on_5xx: c.fail_on_5xx,
             health_check: c.health_check.clone(),
+            checked: AtomicBool::new(false),
+            spec: spec.clone(),
         }
     }
 }
 
-static BACKENDS: OnceLock<Vec<Arc<Backend>>> = OnceLock::new();
-
-/// Set up the configured backends (once, before modules build their handlers).
-pub fn init(specs: &[BackendSpec]) {
-    let _ = BACKENDS.set(
-        specs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Arc::new(Backend::new(i as u32, s)))
-            .collect(),
-    );
+impl Drop for Backend {
+    fn drop(&mut self) {
+        // Network threads close their idle connections to it (see `pool`).
+        RETIRED.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-fn backends() -> &'static [Arc<Backend>] {
-    BACKENDS.get().map_or(&[], Vec::as_slice)
+/// Every backend a configuration still in use may reach, by id (ids are never reused). The
+/// configurations own their backends; this table only finds them again from the `BackendId`
+/// a module was given.
+static TABLE: Mutex<Vec<Weak<Backend>>> = Mutex::new(Vec::new());
+/// Bumped each time a backend goes away.
+static RETIRED: AtomicU64 = AtomicU64::new(0);
+
+/// The backends of one configuration, built when it is (start-up and each reload).
+#[derive(Default)]
+pub struct Backends(Vec<Arc<Backend>>);
+
+impl Backends {
+    /// A backend whose name and settings are unchanged since a configuration still in use is
+    /// the same backend (its pools, ejections and health verdicts go on); an added or changed
+    /// one is new. Removed ones live on while requests of older configurations use them.
+    pub fn build(specs: &[BackendSpec]) -> Backends {
+        let mut table = TABLE.lock().unwrap();
+        let live: Vec<Arc<Backend>> = table.iter().filter_map(Weak::upgrade).collect();
+        Backends(
+            specs
+                .iter()
+                .map(|spec| {
+                    live.iter()
+                        .rev()
+                        .find(|b| b.name == spec.name && b.spec == *spec)
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            let b = Arc::new(Backend::new(table.len() as u32, spec));
+                            table.push(Arc::downgrade(&b));
+                            b
+                        })
+                })
+                .collect(),
+        )
+    }
+
+    fn named(&self, name: &str) -> Option<&Arc<Backend>> {
+        self.0.iter().find(|b| b.name == name)
+    }
+
+    /// Start the active health checks of the backends that have them and are not checked yet.
+    pub fn start_health_checks(&self) {
+        health::start(&self.0);
+    }
+
+    /// Run `build` (which builds the handlers) with these backends as the ones modules find
+    /// by name.
+    pub fn building<T>(&self, build: impl FnOnce() -> T) -> T {
+        BUILDING.with(|b| *b.borrow_mut() = Some(self.0.clone()));
+        let built = build();
+        BUILDING.with(|b| b.borrow_mut().take());
+        built
+    }
 }
 
-/// Start the active health checks of every backend that has them.
-pub fn start_health_checks() {
-    health::start(backends());
+thread_local! {
+    /// The backends of the configuration whose handlers are being built on this thread.
+    static BUILDING: RefCell<Option<Vec<Arc<Backend>>>> = const { RefCell::new(None) };
 }
 
-/// Host service: the backend named `name`.
+/// The backend with this id, if a configuration still uses it. Each thread looks it up in its
+/// own copy of the table (ids only grow: a miss copies it again), so no lock is taken per
+/// proxied request.
+fn by_id(id: u32) -> Option<Arc<Backend>> {
+    thread_local! {
+        static MIRROR: RefCell<Vec<Weak<Backend>>> = const { RefCell::new(Vec::new()) };
+    }
+    MIRROR.with(|mirror| {
+        let mut mirror = mirror.borrow_mut();
+        if id as usize >= mirror.len() {
+            *mirror = TABLE.lock().unwrap().clone();
+        }
+        mirror.get(id as usize)?.upgrade()
+    })
+}
+
+/// How many backends have gone so far (a cheap "has any gone?" for the pools).
+fn retired() -> u64 {
+    RETIRED.load(Ordering::Relaxed)
+}
+
+/// Whether a configuration still uses the backend with this id.
+fn is_live(id: u32) -> bool {
+    by_id(id).is_some()
+}
+
+/// Host service: the backend named `name` in the configuration being built (or, outside a
+/// build, the current one).
 pub extern "C" fn host_backend(name: RStr<'_>) -> ROption<BackendId> {
-    backends()
-        .iter()
-        .find(|b| b.name == name.as_str())
-        .map(|b| BackendId(b.id))
-        .into()
+    let name = name.as_str();
+    let found = BUILDING.with(|b| {
+        b.borrow()
+            .as_ref()
+            .map(|list| list.iter().find(|b| b.name == name).map(|b| b.id))
+    });
+    let found = found.unwrap_or_else(|| {
+        crate::reload::current().and_then(|s| s.backends.named(name).map(|b| b.id))
+    });
+    found.map(BackendId).into()
 }
 
 /// Host service: send a request to a backend. The future runs on the calling network thread.
@@ -113,12 +197,12 @@ pub extern "C" fn host_upstream_request(
     request: UpstreamRequest,
 ) -> UpstreamFuture {
     LocalFfiFuture::new(async move {
-        let Some(b) = backends().get(backend.0 as usize) else {
+        let Some(b) = by_id(backend.0) else {
             return RResult::RErr(UpstreamError {
                 status: 500,
                 message: format!("no backend #{}", backend.0).into(),
             });
         };
-        service::request(b, request).await.into()
+        service::request(&b, request).await.into()
     })
 }

@@ -13,15 +13,35 @@ struct Idle {
     since: Instant,
 }
 
+/// A thread's idle connections by (backend id, server index).
+#[derive(Default)]
+struct Pools {
+    idle: HashMap<(u32, usize), Vec<Idle>>,
+    /// `super::retired()` when the pools were last purged of backends that are gone.
+    retired_seen: u64,
+}
+
+impl Pools {
+    /// The list for one server, after closing the connections of backends a reload removed.
+    fn list(&mut self, backend: u32, server: usize) -> &mut Vec<Idle> {
+        let retired = super::retired();
+        if retired != self.retired_seen {
+            self.retired_seen = retired;
+            self.idle.retain(|(id, _), _| super::is_live(*id));
+        }
+        self.idle.entry((backend, server)).or_default()
+    }
+}
+
 thread_local! {
-    static IDLE: RefCell<HashMap<(u32, usize), Vec<Idle>>> = RefCell::new(HashMap::new());
+    static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
 /// The most recently used live connection to server `server` of backend `backend`.
 pub fn take(backend: u32, server: usize, max_idle: Duration) -> Option<TcpStream> {
     IDLE.with(|idle| {
-        let mut idle = idle.borrow_mut();
-        let list = idle.get_mut(&(backend, server))?;
+        let mut pools = idle.borrow_mut();
+        let list = pools.list(backend, server);
         while let Some(c) = list.pop() {
             if c.since.elapsed() < max_idle && still_open(&c.stream) {
                 return Some(c.stream);
@@ -37,8 +57,8 @@ pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize) {
         return;
     }
     IDLE.with(|idle| {
-        let mut idle = idle.borrow_mut();
-        let list = idle.entry((backend, server)).or_default();
+        let mut pools = idle.borrow_mut();
+        let list = pools.list(backend, server);
         if list.len() >= limit {
             list.remove(0);
         }

@@ -2,6 +2,7 @@
 //! response head; on failure try another server where that is safe.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
@@ -76,7 +77,7 @@ fn idempotent(method: &str) -> bool {
 }
 
 pub async fn request(
-    backend: &'static Backend,
+    backend: &Arc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
     let safe = idempotent(req.method.as_str());
@@ -133,7 +134,7 @@ pub async fn request(
 /// One server: a pooled connection first (a stale one is replaced once, for safe requests),
 /// else a new one.
 async fn attempt(
-    backend: &'static Backend,
+    backend: &Arc<Backend>,
     i: usize,
     req: &Encoded,
     safe: bool,
@@ -227,7 +228,7 @@ async fn exchange(
 
 /// Turn a response head into the module's response; the body streams from the connection.
 fn respond(
-    backend: &'static Backend,
+    backend: &Arc<Backend>,
     i: usize,
     req: &Encoded,
     x: Exchanged,
@@ -271,7 +272,7 @@ fn respond(
         }
         framing => {
             resp.body_stream(UpstreamBody::new(
-                backend,
+                backend.clone(),
                 i,
                 stream,
                 rest,

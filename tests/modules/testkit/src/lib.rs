@@ -2,6 +2,7 @@
 //! answers, the worker pool, filters).
 
 mod origin;
+mod upload;
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -52,6 +53,7 @@ impl Module for TestKit {
         "count",
         "file",
         "big",
+        "upload",
     ];
     const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
 
@@ -74,6 +76,7 @@ impl Module for TestKit {
                 )))
             }
             "count" => return Ok(handler_box(origin::Count)),
+            "upload" => return Ok(handler_box(upload::Upload)),
             _ => {}
         }
         let conf: Conf = parse_config(route)?;
