@@ -77,9 +77,9 @@ fn every_response_and_upstream_request_carries_the_id() {
         .unwrap()
         .trim();
     assert!(is_id(h2), "{out}");
-    // The access log line ends with the id the response carried.
-    let text = ops_util::wait_file(&log, "\n", 3);
-    for id in [a, b, id] {
+    // The access log line ends with the id the response carried (HTTP/2 too).
+    let text = ops_util::wait_file(&log, "\n", 4);
+    for id in [a, b, id, h2] {
         assert!(
             text.lines().any(|l| l.ends_with(&format!(" \"{id}\""))),
             "{id}\n{text}"

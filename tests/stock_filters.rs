@@ -534,7 +534,7 @@ fn userid_sets_a_visitor_cookie_that_handlers_and_the_log_see() {
         "{out}"
     );
     // The access log: request id, then the visitor id (set or received).
-    let log = ops_util::wait_file(&dir.path().join("access.log"), "\n", 3);
+    let log = ops_util::wait_file(&dir.path().join("access.log"), "\n", 5);
     assert!(
         log.lines()
             .any(|l| l.contains("/echo HTTP/1.1\" 200") && l.ends_with(&format!("\"{id}\""))),
