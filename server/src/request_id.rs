@@ -62,12 +62,18 @@ impl RequestIds {
     /// The id of a parsed request from `remote` (`ip:port`): the `X-Request-Id` it sent if
     /// it comes from a trusted proxy and the value is acceptable, else a fresh one.
     pub fn for_request(&self, remote: &str, buf: &[u8], head: &Head) -> RequestId {
-        let sent = head
-            .headers
-            .iter()
-            .find(|(n, v)| n.str(buf).eq_ignore_ascii_case(HEADER) && acceptable(v.get(buf)))
-            .map(|&(_, v)| v)
-            .filter(|_| !self.trusted.is_empty() && self.trusts(remote));
+        // The header is looked at only when some proxy is trusted (the usual case costs nothing).
+        let sent = (!self.trusted.is_empty())
+            .then(|| {
+                head.headers
+                    .iter()
+                    .find(|(n, v)| {
+                        n.str(buf).eq_ignore_ascii_case(HEADER) && acceptable(v.get(buf))
+                    })
+                    .map(|&(_, v)| v)
+            })
+            .flatten()
+            .filter(|_| self.trusts(remote));
         RequestId {
             kind: match sent {
                 Some(span) => Kind::Sent(span),
