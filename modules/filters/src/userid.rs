@@ -97,7 +97,13 @@ impl UserId {
             .chain_update(self.secret)
             .chain_update(req.request_id.as_bytes())
             .finalize();
-        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut id = String::with_capacity(32);
+        for b in &digest[..16] {
+            id.push(HEX[(b >> 4) as usize] as char);
+            id.push(HEX[(b & 15) as usize] as char);
+        }
+        id
     }
 
     fn set_cookie(&self, id: &str) -> Result<String, osprey_sdk::cookie::CookieError> {
@@ -128,16 +134,16 @@ impl Filter for UserId {
         if self.sent(req).is_some() {
             return;
         }
-        let mut cookies: Vec<String> = req
-            .cookies()
-            .into_iter()
-            .filter(|(n, _)| *n != self.conf.name)
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        cookies.push(format!("{}={}", self.conf.name, self.new_id(req)));
+        let mut cookie = String::new();
+        for (name, value) in req.cookies() {
+            if name != self.conf.name {
+                cookie.extend([name, "=", value, "; "]);
+            }
+        }
+        cookie.extend([self.conf.name.as_str(), "=", &self.new_id(req)]);
         set.push(HeaderPair {
             name: "Cookie".into(),
-            value: cookies.join("; ").into(),
+            value: cookie.into(),
         });
     }
 
