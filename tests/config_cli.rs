@@ -1,6 +1,7 @@
 //! Configuration files and the command line.
 
 mod common;
+mod upstream;
 
 use std::process::Command;
 
@@ -130,4 +131,112 @@ fn default_config_serves_hello_and_benchmark() {
     assert!(ok && ok2);
     assert_eq!(body, "<p>Hello, world!</p>");
     assert!(hello.contains("Hello, world!"));
+}
+
+/// NXWEB 3.x's own sample configuration (adapted only where Osprey lacks a module) is read
+/// as it is, and a server started on it answers its routes.
+#[test]
+fn nxweb_sample_configuration_loads_and_serves() {
+    use image::{ImageFormat, RgbImage};
+    let sample_path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/nxweb/nxweb_config.json");
+    let sample = std::fs::read_to_string(&sample_path).unwrap();
+    let work = TempDir::new("nxweb");
+    work.write("www/index.htm", "<p>nxweb index</p>");
+    let mut png = std::io::Cursor::new(Vec::new());
+    RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 30]))
+        .write_to(&mut png, ImageFormat::Png)
+        .unwrap();
+    work.write("www/pic.png", png.into_inner());
+    let wd = work.path().to_str().unwrap();
+    let (ok, text) = run(&["-t", "-w", wd, "-c", sample_path.to_str().unwrap()]);
+    assert!(ok, "{text}");
+
+    // The file's backends (localhost:8000 and :8080) become this test's upstream.
+    let up = upstream::Upstream::start("up");
+    let config = sample
+        .replace("localhost:8000", &up.address())
+        .replace("localhost:8080", &up.address());
+    let srv = Server::start_with(&config, &["-w", wd]);
+    for path in ["/benchmark-inprocess", "/benchmark-inworker"] {
+        let r = srv.get(path);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "<p>Hello, world!</p>"),
+            "{path}"
+        );
+    }
+    assert_eq!(srv.get("/hello").status, 200);
+    // sendfile with NXWEB's index_file.
+    assert_eq!(srv.get("/").text(), "<p>nxweb index</p>");
+    // `"uri": ""`: the path below the prefix as it is; proxy_copy_host.
+    let r = srv.get("/backend1/a/b?q=1");
+    assert_eq!((r.status, r.text().as_str()), (200, "up GET /a/b?q=1"));
+    assert!(up
+        .state
+        .last_head
+        .lock()
+        .unwrap()
+        .contains("Host: localhost"));
+    assert_eq!(srv.get("/backend2").text(), "up GET /");
+    // The image filter on the sendfile route, with the route's `dir` and NXWEB's
+    // `modules.image_filter` (object commands, a free-form sign_key).
+    for path in [
+        "/pic.50x50.png",
+        "/pic.c200x100.png",
+        "/pic.f100x100xFF8800.png",
+    ] {
+        let r = srv.get(path);
+        assert_eq!(
+            (r.status, r.header("content-type")),
+            (200, Some("image/png")),
+            "{path}"
+        );
+    }
+    assert_eq!(srv.get("/pic.77x77.png").status, 403);
+    let key = "xbLBZeqSsUgfKWooMKoh0r1gjzqG856yVCMLf1pz";
+    let sig = osprey_image::sign::sign(key.as_bytes(), "/pic.77x77.png");
+    assert_eq!(srv.get(&format!("/pic.77x77.png?sig={sig}")).status, 200);
+}
+
+/// Logs an operator can live with: no colour codes in a redirected log, identical warnings
+/// rate-limited, and a start-up error printed once.
+#[test]
+fn error_log_is_plain_rate_limited_and_says_an_error_once() {
+    // A backend nobody listens on: every request logs the same warning.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = dead.local_addr().unwrap();
+    drop(dead);
+    let srv = Server::start(&format!(
+        r#"{{"backends": {{"b": {{"connect": "{address}"}}}},
+            "routing": [{{"handler": "http_proxy", "backend": "b"}}]}}"#
+    ));
+    for _ in 0..40 {
+        assert_eq!(srv.get("/x").status, 502);
+    }
+    let log = srv.log_text();
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in a redirected log:\n{log}"
+    );
+    let repeated = log
+        .matches("upstream attempt failed: connect failed")
+        .count();
+    assert!(
+        (1..=5).contains(&repeated),
+        "{repeated} identical warnings written:\n{log}"
+    );
+    assert!(log.contains("listening on"), "{log}");
+
+    // The port is taken: said once (not by the logger and again on standard error).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let out = Command::new(osprey_bin())
+        .args(["-H", &format!("127.0.0.1:{port}"), "--workers", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+    assert!(!err.contains('\x1b'), "{err}");
 }

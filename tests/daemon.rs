@@ -201,6 +201,19 @@ fn supervisor_relaunches_a_server_that_died() {
         )),
         "{log}"
     );
+    // The supervisor's lines look like the server's: the same timestamp, then the level.
+    let shape = |line: &str| {
+        let (stamp, rest) = line.split_once(' ').unwrap_or_default();
+        let stamp_ok = stamp.len() == 27 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T';
+        (
+            stamp_ok,
+            rest.trim_start().split(' ').next().unwrap_or("").to_owned(),
+        )
+    };
+    let supervisor = log.lines().find(|l| l.contains("was killed by")).unwrap();
+    let server = log.lines().find(|l| l.contains("listening on")).unwrap();
+    assert_eq!(shape(supervisor), (true, "WARN".to_owned()), "{supervisor}");
+    assert!(shape(server).0, "{server}");
     // A clean exit of the server (SIGTERM to it) is not a crash: the supervisor ends too.
     let sup = d.supervisor();
     kill(second, "TERM");
@@ -230,6 +243,114 @@ fn daemon_reports_a_failed_start() {
     let out = daemon_command(&dir, free_port(), &[]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("osprey.json:1"));
+}
+
+#[test]
+fn a_second_start_leaves_the_running_daemon_alone() {
+    let d = Daemon::start(CONFIG, &[]);
+    let sup = d.supervisor();
+    // The same port (the second server could not bind) and another port (it could): both
+    // refused before binding, and the pid file still names the running daemon.
+    let other = free_port();
+    for port in [d.port, other] {
+        let out = daemon_command(&d.dir, port, &[]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("already running as process {sup}")),
+            "{err}"
+        );
+        assert_eq!(d.supervisor(), sup, "the pid file was touched");
+    }
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", other)).is_err(),
+        "the refused start listened"
+    );
+    // The foreground server with -p refuses the same way.
+    let out = Command::new(osprey_bin())
+        .arg("-w")
+        .arg(d.dir.path())
+        .args(["-c", "osprey.json", "-p", "osprey.pid", "-H"])
+        .arg(format!("127.0.0.1:{other}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(d.supervisor(), sup);
+    // `-s stop` still finds it.
+    let out = d.ctl("stop");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!alive(sup));
+    assert!(!d.pid_file().exists());
+}
+
+#[test]
+fn a_stale_pid_file_is_replaced() {
+    let dir = TempDir::new("stalepid");
+    dir.write("osprey.json", CONFIG);
+    // The pid of a process that has exited.
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    dir.write("osprey.pid", format!("{}\n", gone.id()));
+    let port = free_port();
+    let out = daemon_command(&dir, port, &[]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Daemon { dir, port };
+    assert_ne!(d.supervisor(), gone.id());
+    assert_eq!(d.get("/v").unwrap().status, 200);
+}
+
+#[test]
+fn reload_checks_the_configuration_before_signalling() {
+    let d = Daemon::start(CONFIG, &[]);
+    // `-s reload` without `-c`: the running daemon's own command line names the file.
+    let bad = [
+        (
+            CONFIG.replace("\"text\", \"text\"", "\"text\", \"txet\""),
+            "osprey.json:6: key `routing[1]`: unknown key `txet`",
+        ),
+        (
+            CONFIG.replace("\"handler\": \"text\"", "\"handler\": \"nope\""),
+            "osprey.json:6: key `routing[1]`: no loaded module provides handler `nope`",
+        ),
+        // Refused by a reload, and so by `-t` too.
+        (
+            CONFIG.replace(
+                "\"routing\"",
+                "\"logging\": {\"access_log\": \"no/such/dir/a.log\"},\n  \"routing\"",
+            ),
+            "cannot open access log no/such/dir/a.log",
+        ),
+    ];
+    for (text, error) in &bad {
+        d.dir.write("osprey.json", text);
+        let out = d.ctl("reload");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(error), "{err}");
+        assert!(err.contains("reload not signalled"), "{err}");
+        let (ok, check) = common::check_file(&d.dir.path().join("osprey.json"), &[]);
+        assert!(!ok && check.contains(error), "{check}");
+    }
+    let log = std::fs::read_to_string(d.error_log()).unwrap();
+    assert!(
+        !log.contains("SIGHUP"),
+        "a bad configuration was signalled:\n{log}"
+    );
+    assert_eq!(d.get("/v").unwrap().text(), "first");
+    // A good one is signalled.
+    d.dir
+        .write("osprey.json", CONFIG.replace("\"first\"", "\"second\""));
+    assert!(d.ctl("reload").status.success());
+    wait_file(&d.error_log(), "configuration reloaded", 1);
+    assert_eq!(d.get("/v").unwrap().text(), "second");
 }
 
 #[test]

@@ -83,6 +83,11 @@ fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
             "",
         ),
         r(
+            "/both",
+            r#""headers": {"Cache-Control": "max-age=60", "ETag": "\"v2\"", "Last-Modified": "Mon, 02 Jan 2023 03:04:05 GMT"},"#,
+            "",
+        ),
+        r(
             "/flaky",
             r#""headers": {"Cache-Control": "max-age=1"},"#,
             "",
@@ -284,6 +289,49 @@ fn expired_entries_are_revalidated() {
         assert_eq!(r.status, 304, "{route}");
         assert_eq!(s.count(route), (2, 1), "{route}");
     }
+}
+
+#[test]
+fn client_preconditions_are_answered_from_the_entry_in_rfc_order() {
+    let s = site();
+    let lm = "Mon, 02 Jan 2023 03:04:05 GMT";
+    let first = s.srv.get("/both");
+    assert_eq!((first.status, hit(&first)), (200, "hit 1".to_owned()));
+    // Both validators on the 304, whichever one matched.
+    for headers in [
+        "If-None-Match: \"v2\"\r\n".to_owned(),
+        "If-None-Match: W/\"v2\"\r\n".to_owned(),
+        "If-None-Match: \"x\"\r\nIf-None-Match: \"v2\"\r\n".to_owned(),
+        format!("If-Modified-Since: {lm}\r\n"),
+    ] {
+        let r = get_with(&s.srv, "/both", &headers);
+        assert_eq!(r.status, 304, "{headers}");
+        assert_eq!(r.header("etag"), Some("\"v2\""), "{headers}");
+        assert_eq!(r.header("last-modified"), Some(lm), "{headers}");
+        assert!(r.body.is_empty());
+    }
+    // If-None-Match decides alone: a stale tag gets the body despite a matching date.
+    let r = get_with(
+        &s.srv,
+        "/both",
+        &format!("If-None-Match: \"old\"\r\nIf-Modified-Since: {lm}\r\n"),
+    );
+    assert_eq!((r.status, hit(&r)), (200, "hit 1".to_owned()));
+    // Failed preconditions: 412, without the entry's caching headers.
+    for headers in [
+        "If-Match: \"old\"\r\n",
+        "If-Match: W/\"v2\"\r\n",
+        "If-Unmodified-Since: Sun, 01 Jan 2023 00:00:00 GMT\r\n",
+        "If-Match: \"old\"\r\nIf-None-Match: \"v2\"\r\n",
+    ] {
+        let r = get_with(&s.srv, "/both", headers);
+        assert_eq!(r.status, 412, "{headers}");
+        assert_eq!(r.header("cache-control"), None, "{headers}");
+    }
+    let r = get_with(&s.srv, "/both", "If-Match: \"v2\"\r\n");
+    assert_eq!((r.status, hit(&r)), (200, "hit 1".to_owned()));
+    // All of it from the one stored response.
+    assert_eq!(s.count("/both"), (1, 0));
 }
 
 #[test]

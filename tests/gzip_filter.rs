@@ -143,6 +143,10 @@ fn accept_encoding_q_values() {
         ("*;q=0", false),
         ("gzip;q=0, *", false),
         ("br, *;q=0.1", true),
+        // A weight that is no qvalue counts as 0 (as in static and nginx).
+        ("gzip;q=abc", false),
+        ("gzip;q=2", false),
+        ("gzip;q=0.5.1", false),
         ("identity", false),
         ("deflate, br", false),
         ("", false),
@@ -193,6 +197,32 @@ fn strong_etag_becomes_weak() {
     assert!(is_gzip(&gz));
     assert_eq!(gz.header("etag"), Some(format!("W/{etag}").as_str()));
     assert_eq!(gunzip(&gz.body), long_text());
+}
+
+#[test]
+fn the_compressed_variant_answers_304_to_its_own_validators() {
+    let s = site();
+    let gz = get(&s.srv, "/file", Some("gzip"));
+    let weak = gz.header("etag").unwrap().to_owned();
+    assert!(weak.starts_with("W/"), "{weak}");
+    let ask = |accept: &str, cond: &str| {
+        let req = format!(
+            "GET /file HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: {accept}\r\n{cond}Connection: close\r\n\r\n"
+        );
+        Response::parse(&raw_bytes(&s.srv, req.as_bytes()))
+    };
+    // The testkit handler never answers 304 itself: the filter does, for its variant.
+    let r = ask("gzip", &format!("If-None-Match: {weak}\r\n"));
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(weak.as_str()));
+    assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert!(r.body.is_empty());
+    // Another tag, or a client that takes no gzip: the full answer as before.
+    let r = ask("gzip", "If-None-Match: \"other\"\r\n");
+    assert_eq!((r.status, gunzip(&r.body)), (200, long_text()));
+    let r = ask("identity", &format!("If-None-Match: {weak}\r\n"));
+    assert_eq!((r.status, r.text()), (200, long_text()));
 }
 
 #[test]

@@ -13,6 +13,9 @@ const CONFIG: &str = r#"{
   "routing": [
     {"prefix": "/echo", "handler": "echo"},
     {"prefix": "/stream", "handler": "stream", "chunks": 3},
+    {"prefix": "/sized/right", "handler": "stream", "chunks": 3, "size": 24},
+    {"prefix": "/sized/short", "handler": "stream", "chunks": 3, "size": 30},
+    {"prefix": "/sized/long", "handler": "stream", "chunks": 3, "size": 10},
     {"prefix": "/async", "handler": "async"},
     {"prefix": "/worker", "handler": "sleep-worker"},
     {"prefix": "/bad-header", "handler": "bad-header"},
@@ -330,4 +333,37 @@ fn curl_talks_to_it() {
         out.contains("method=POST") && out.contains("body=xyz"),
         "{out}"
     );
+}
+
+/// A stream that declares its length is sent with `Content-Length`, and must give exactly that
+/// many bytes: one rule (`body::Pieces`) for HTTP/1.1 and HTTP/2 alike. A stream that gives
+/// fewer or more has its response cut (HTTP/1.1: the connection closes; HTTP/2: the stream is
+/// reset), never padded or run past its length.
+#[test]
+fn a_stream_gives_exactly_the_length_it_declares_on_every_protocol() {
+    let srv = server();
+    let raw = srv.raw(b"GET /sized/right HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let r = Response::parse(raw.as_bytes());
+    assert_eq!(r.header("content-length"), Some("24"), "{raw}");
+    assert_eq!(r.text(), "chunk 1\nchunk 2\nchunk 3\n");
+    let (ok, body) = common::curl(&["--http2-prior-knowledge", &srv.url("/sized/right")]);
+    assert!(ok);
+    assert_eq!(body, "chunk 1\nchunk 2\nchunk 3\n");
+    for (path, got) in [("/sized/short", 24), ("/sized/long", 8)] {
+        // Keep-alive asked for: the cut is a close, with fewer bytes than declared.
+        let mut s = srv.connect();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        let raw = read_to_close(&mut s);
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("Content-Length: "), "{raw}");
+        assert_eq!(body.len(), got, "{path}: {raw}");
+        let (ok, _) = common::curl(&["--http2-prior-knowledge", &srv.url(path)]);
+        assert!(!ok, "{path}: HTTP/2 must not complete the response");
+    }
+    assert!(srv
+        .log_text()
+        .contains("response stream ended after 24 of its declared 30 bytes"));
+    assert!(srv
+        .log_text()
+        .contains("response stream is longer than its declared 10 bytes"));
 }

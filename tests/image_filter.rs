@@ -346,6 +346,83 @@ fn paths_never_leave_the_directory() {
 }
 
 #[test]
+fn bad_paths_are_refused_as_static_refuses_them() {
+    let site = Site::new();
+    // A legal name on Linux that the shared path rules refuse.
+    site.put(
+        "back\\slash.png",
+        &encode(&gradient(400, 200), ImageFormat::Png),
+    );
+    let srv = site.start();
+    for (path, reason) in [
+        ("/img/back%5cslash.100x100.png", "path contains a backslash"),
+        ("/img/back%5Cslash.100x100.png", "path contains a backslash"),
+        (
+            "/img/%2e%2e/secret.100x100.png",
+            "path climbs above the document root",
+        ),
+        ("/img/pic%00.100x100.png", "path contains a NUL byte"),
+        (
+            "/img/pic%zz.100x100.png",
+            "malformed percent-encoding in path",
+        ),
+    ] {
+        let r = get(&srv, path);
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        assert!(r.text().contains(reason), "{path}: {}", r.text());
+    }
+    // An encoded slash is a separator, as in static.
+    assert_eq!(
+        dims(
+            &get(&srv, "/img/sub%2fdeep/blue.100x100.png"),
+            ImageFormat::Png
+        ),
+        (100, 100)
+    );
+}
+
+#[test]
+fn conditional_requests_use_both_validators() {
+    let site = Site::new();
+    let srv = site.start();
+    let first = get(&srv, "/img/pic.100x100.png");
+    let etag = first.header("etag").expect("an ETag").to_owned();
+    let lm = first.header("last-modified").unwrap().to_owned();
+    assert!(etag.starts_with('"'), "{etag}");
+    let ask = |headers: &[(&str, &str)]| {
+        let mut req = String::from("GET /img/pic.100x100.png HTTP/1.1\r\nHost: x\r\n");
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        req.push_str("Connection: close\r\n\r\n");
+        Response::parse(&raw(&srv, &req))
+    };
+    let r = ask(&[("If-None-Match", &etag)]);
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    assert!(r.body.is_empty());
+    // If-None-Match decides alone: a stale tag gets the image even with a matching date.
+    let r = ask(&[("If-None-Match", "\"old\""), ("If-Modified-Since", &lm)]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, first.body);
+    // Same tag from the memory cache and for another client.
+    assert_eq!(
+        get(&srv, "/img/pic.100x100.png").header("etag"),
+        Some(etag.as_str())
+    );
+    // Another thumbnail of the same source is another representation.
+    assert_ne!(
+        get(&srv, "/img/pic.1000x1000.png").header("etag"),
+        Some(etag.as_str())
+    );
+    // Failed preconditions: 412.
+    assert_eq!(ask(&[("If-Match", "\"old\"")]).status, 412);
+    assert_eq!(ask(&[("If-Match", &etag)]).status, 200);
+    let old = "Sat, 01 Jan 2000 00:00:00 GMT";
+    assert_eq!(ask(&[("If-Unmodified-Since", old)]).status, 412);
+}
+
+#[test]
 fn hostile_images_fail_fast_without_crashing() {
     let site = Site::new();
     let srv = site.start();
@@ -509,4 +586,189 @@ fn before_mode_worker_runs_before_on_the_pool() {
     assert_eq!(r.text(), "handled\n");
     let thread = r.header("x-before-thread").expect("before ran");
     assert!(!thread.starts_with("osprey-net"), "before ran on {thread}");
+}
+
+/// A zlib stream that inflates to `1 + 258 * copies` zero bytes from about `copies * 13 / 8`
+/// bytes: one fixed-Huffman block of a zero and back-references of length 258, distance 1.
+fn zlib_zeros(copies: usize) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        acc: u64,
+        n: u32,
+    }
+    impl Bits {
+        /// Raw bits, least significant first.
+        fn put(&mut self, value: u64, len: u32) {
+            self.acc |= value << self.n;
+            self.n += len;
+            while self.n >= 8 {
+                self.out.push(self.acc as u8);
+                self.acc >>= 8;
+                self.n -= 8;
+            }
+        }
+        /// A Huffman code, most significant bit first.
+        fn code(&mut self, c: u64, len: u32) {
+            let reversed = (0..len).fold(0, |r, i| r | ((c >> i) & 1) << (len - 1 - i));
+            self.put(reversed, len);
+        }
+    }
+    let mut b = Bits {
+        out: vec![0x78, 0x01],
+        acc: 0,
+        n: 0,
+    };
+    b.put(1, 1); // last block
+    b.put(1, 2); // fixed Huffman codes
+    b.code(0x30, 8); // literal 0
+    for _ in 0..copies {
+        b.code(0b1100_0101, 8); // length 258
+        b.code(0, 5); // distance 1
+    }
+    b.code(0, 7); // end of block
+    if b.n > 0 {
+        b.out.push(b.acc as u8);
+    }
+    let total = (1 + 258 * copies as u64) % 65521;
+    b.out
+        .extend_from_slice(&(((total << 16) | 1) as u32).to_be_bytes());
+    b.out
+}
+
+/// A 1×1 PNG carrying an iCCP chunk that inflates to `inflated` bytes.
+fn png_with_icc_bomb(inflated: usize) -> Vec<u8> {
+    let png = encode(&solid(1, 1, [9, 9, 9]), ImageFormat::Png);
+    let mut data = b"bomb\0\0".to_vec();
+    data.extend(zlib_zeros(inflated / 258));
+    let mut body = b"iCCP".to_vec();
+    body.extend_from_slice(&data);
+    let ihdr_end = 8 + 12 + 13;
+    let mut out = png[..ihdr_end].to_vec();
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32(&body).to_be_bytes());
+    out.extend_from_slice(&png[ihdr_end..]);
+    out
+}
+
+/// A server with its own image directory and module settings.
+fn image_server(files: &[(&str, Vec<u8>)], settings: &str) -> (Server, TempDir) {
+    let dir = TempDir::new("imgbomb");
+    for (name, bytes) in files {
+        dir.write(&format!("www/{name}"), bytes);
+    }
+    let config = format!(
+        r#"{{
+  "load": [{{"so": "image"}}, {{"so": "testkit"}}],
+  "modules": {{"image": {{ "allowed_cmds": ["100x100", "200x200", "300x300", "c50x50"], {settings} }}}},
+  "routing": [
+    {{"prefix": "/img/", "handler": "text", "text": "from the handler\n",
+      "filters": [{{"type": "image", "dir": "{}"}}]}},
+  ]
+}}"#,
+        dir.path().join("www").display()
+    );
+    (Server::start(&config), dir)
+}
+
+/// GET each path at once (renders may queue: a minute each); the responses in order.
+fn get_all(srv: &Server, paths: &[String]) -> Vec<Response> {
+    use std::io::{Read, Write};
+    let get = |path: &String| {
+        let mut s = srv.connect();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        Response::parse(&out)
+    };
+    std::thread::scope(|s| {
+        let all: Vec<_> = paths.iter().map(|p| s.spawn(move || get(p))).collect();
+        all.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+const MB: u64 = 1 << 20;
+
+/// A PNG's ICC profile is never inflated: a 1×1 image whose iCCP chunk inflates to 300 MB is
+/// thumbnailed like any other, and four at once cost the server no more than a few MB.
+#[test]
+fn a_png_icc_bomb_is_not_inflated() {
+    let bomb = png_with_icc_bomb(300 << 20);
+    let files: Vec<_> = (0..4)
+        .map(|i| (format!("bomb{i}.png"), bomb.clone()))
+        .collect();
+    let files: Vec<_> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    let (srv, _dir) = image_server(&files, r#""memory_cache_size": 0"#);
+    let pid = srv.child.id();
+    let base = common::memory(pid, "VmRSS");
+    common::reset_peak(pid);
+    let paths: Vec<_> = (0..4)
+        .map(|i| format!("/img/bomb{i}.100x100.png"))
+        .collect();
+    for r in get_all(&srv, &paths) {
+        assert_eq!(dims(&r, ImageFormat::Png), (1, 1));
+    }
+    let peak = common::memory(pid, "VmHWM");
+    assert!(
+        peak < base + 64 * MB,
+        "peak RSS {} MiB (baseline {} MiB)",
+        peak / MB,
+        base / MB
+    );
+}
+
+/// Renders share `max_render_memory`: when it is spent a render waits up to `render_wait`,
+/// then gets 503 with Retry-After; one estimated above the whole budget is refused (422).
+#[test]
+fn concurrent_renders_share_a_memory_budget() {
+    // 800×800 RGB: 1.92 MB decoded; a render is estimated at 4.52 to 9.12 MB, two at once at
+    // 9.8 MB or more: a budget of 9.3 MB holds one.
+    let big = encode(&gradient(800, 800), ImageFormat::Png);
+    let files = [("big.png", big)];
+    let paths: Vec<_> = ["100x100", "200x200", "300x300", "c50x50"]
+        .iter()
+        .map(|c| format!("/img/big.{c}.png"))
+        .collect();
+    // Room for one render at a time, no waiting: the others are told to come back.
+    let (srv, _dir) = image_server(
+        &files,
+        r#""max_render_memory": 9300000, "render_wait": 0, "memory_cache_size": 0"#,
+    );
+    let pid = srv.child.id();
+    let base = common::memory(pid, "VmRSS");
+    common::reset_peak(pid);
+    let answers = get_all(&srv, &paths);
+    let peak = common::memory(pid, "VmHWM");
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    let log = srv.log_text();
+    assert!(statuses.contains(&200), "{statuses:?}\n{log}");
+    assert!(statuses.contains(&503), "{statuses:?}\n{log}");
+    for r in answers.iter().filter(|r| r.status == 503) {
+        assert_eq!(r.header("retry-after"), Some("1"));
+    }
+    assert!(
+        peak < base + 10 * MB + 40 * MB,
+        "peak RSS {} MiB (baseline {} MiB)",
+        peak / MB,
+        base / MB
+    );
+    // Asked again one at a time, each is made.
+    for p in &paths {
+        assert_eq!(get(&srv, p).status, 200, "{p}");
+    }
+    drop(srv);
+    // Waiting for the budget instead: all are made, one after the other.
+    let (srv, _dir2) = image_server(
+        &files,
+        r#""max_render_memory": 9300000, "render_wait": 60, "memory_cache_size": 0"#,
+    );
+    let statuses: Vec<u16> = get_all(&srv, &paths).iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200; 4]);
+    drop(srv);
+    // A render the whole budget could not hold.
+    let (srv, _dir3) = image_server(&files, r#""max_render_memory": 4000000"#);
+    let r = get(&srv, &paths[0]);
+    assert_eq!(r.status, 422, "{}", r.text());
 }

@@ -56,7 +56,11 @@ fn abi_mismatch_is_refused_before_any_module_code_runs() {
     assert!(!ok);
     assert_eq!(text.trim().lines().count(), 1, "{text}");
     assert!(
-        text.contains("abi_mismatch") && text.contains("incompatible osprey-sdk"),
+        text.contains("abi_mismatch")
+            && text.contains("incompatible osprey-sdk")
+            && text.contains(
+                "ModuleRoot: mismatched package (expected osprey-sdk, found osprey-abi-mismatch)"
+            ),
         "{text}"
     );
 }
@@ -126,4 +130,112 @@ fn lifecycle_hooks_and_module_config_reach_modules() {
     );
     assert!(!ok);
     assert!(text.contains(":3: key `modules.nosuch`"), "{text}");
+}
+
+/// Every handler and filter type of the stock modules, with the route keys it needs.
+const STOCK_TYPES: &[(&str, bool, &str)] = &[
+    ("sendfile", false, r#", "dir": ".""#),
+    ("static", false, r#", "dir": ".""#),
+    ("http_proxy", false, r#", "backend": "b""#),
+    ("benchmark-inprocess", false, ""),
+    ("benchmark-inworker", false, ""),
+    ("benchmark_inprocess", false, ""),
+    ("benchmark_inworker", false, ""),
+    ("hello", false, ""),
+    ("status", false, ""),
+    ("gzip", true, ""),
+    ("file_cache", true, r#", "cache_dir": "c""#),
+    ("image", true, r#", "cache_dir": "c", "dir": ".""#),
+];
+
+#[test]
+fn stock_modules_load_without_a_load_entry() {
+    for (kind, filter, keys) in STOCK_TYPES {
+        let route = if *filter {
+            format!(r#"{{"handler": "hello", "filters": [{{"type": "{kind}"{keys}}}]}}"#)
+        } else {
+            format!(r#"{{"handler": "{kind}"{keys}}}"#)
+        };
+        let config = format!(
+            r#"{{"backends": {{"b": {{"connect": "127.0.0.1:1"}}}}, "routing": [{route}]}}"#
+        );
+        let (ok, text) = check_config(&config, &[]);
+        assert!(ok, "{kind}: {text}");
+    }
+    // A module section loads its stock module too.
+    let (ok, text) = check_config(r#"{"modules": {"image": {}}}"#, &[]);
+    assert!(ok, "{text}");
+    // And the server answers through them.
+    let srv = Server::start(
+        r#"{"routing": [
+          {"prefix": "/b", "handler": "benchmark_inprocess"},
+          {"prefix": "/w", "handler": "benchmark_inworker"},
+          {"prefix": "/h", "handler": "hello", "filters": [{"type": "gzip"}]}
+        ]}"#,
+    );
+    for path in ["/b", "/w"] {
+        let r = srv.get(path);
+        assert_eq!((r.status, r.text().as_str()), (200, "<p>Hello, world!</p>"));
+    }
+    assert_eq!(srv.get("/h").status, 200);
+}
+
+#[test]
+fn a_missing_stock_library_names_the_load_entry() {
+    // The binary alone in a directory: no stock library beside it.
+    let dir = common::TempDir::new("lonely-bin");
+    let bin = dir.path().join("osprey");
+    if std::fs::hard_link(common::osprey_bin(), &bin).is_err() {
+        std::fs::copy(common::osprey_bin(), &bin).unwrap();
+    }
+    let conf = dir.write(
+        "c.json",
+        "{\"routing\": [\n  {\"handler\": \"sendfile\", \"dir\": \".\"}]}",
+    );
+    let out = std::process::Command::new(&bin)
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("c.json:2: key `routing[0]`: handler `sendfile` is provided by the stock module `static`")
+            && err.contains(r#"add its library to `load`: {"so": "/path/to/libosprey_static.so"}"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_outcome_keeps_the_headers_the_handler_set() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}], "routing": [
+            {"prefix": "/inline", "handler": "fail", "status": 404, "text": "cors"},
+            {"prefix": "/filtered", "handler": "fail", "status": 403, "text": "cors",
+             "filters": [{"type": "tag", "text": "t"}]},
+            {"prefix": "/bare", "handler": "fail", "status": 404}]}"#,
+    );
+    for (path, status) in [("/inline", 404), ("/filtered", 403)] {
+        let r = srv.get(path);
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(r.header("x-fail-note"), Some("cors"), "{path}: {r:?}");
+        // The error page's own type, not the one set for the body it replaced.
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=utf-8"),
+            "{path}"
+        );
+        assert_eq!(
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                .count(),
+            1,
+            "{path}: {r:?}"
+        );
+    }
+    let r = srv.get("/bare");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("x-fail-note"), None);
 }

@@ -402,7 +402,7 @@ fn passive_ejection_and_recovery() {
     let ups = [Upstream::start("a"), Upstream::start("b")];
     let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
     let srv = Server::start(&proxy_config(&format!(
-        r#"{{"servers": {list}, "max_fails": 1, "fail_timeout": 1}}"#
+        r#"{{"servers": {list}, "max_fails": 1, "fail_timeout": 1, "fail_on_5xx": true}}"#
     )));
     ups[0].kill();
     // Every request succeeds: the failed attempt is retried on `b`, then `a` is ejected.
@@ -426,7 +426,7 @@ fn passive_ejection_and_recovery() {
         get(&srv, "/x").header("x-upstream") == Some("a")
     });
 
-    // A 5xx counts as a failure too (the response still goes to the client).
+    // With `fail_on_5xx`, a 5xx counts as a failure too (the response still goes to the client).
     assert_eq!(get(&srv, "/error").status, 503);
     assert!(
         srv.log_text().contains("after status 503"),
@@ -436,7 +436,7 @@ fn passive_ejection_and_recovery() {
 }
 
 #[test]
-fn all_servers_down_is_502() {
+fn all_servers_down_are_tried_anyway_and_back_at_once() {
     let ups = [Upstream::start("a"), Upstream::start("b")];
     let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
     let srv = Server::start(&proxy_config(&format!(
@@ -445,15 +445,76 @@ fn all_servers_down_is_502() {
     ups[0].kill();
     ups[1].kill();
     assert_eq!(get(&srv, "/x").status, 502);
-    // Both are ejected now: answered at once, without trying them.
+    // Both are ejected now, yet still tried (nginx never leaves a backend with no server):
+    // the first that answers again serves at once, not 30 s later.
     assert_eq!(get(&srv, "/x").status, 502);
-    let log = srv.log_text();
-    assert!(log.contains("no server is available"), "{log}");
-    assert_eq!(
-        log.matches("upstream attempt failed: connect failed")
-            .count(),
-        2,
-        "{log}"
+    ups[1].restart();
+    let r = get(&srv, "/x");
+    assert_eq!((r.status, r.header("x-upstream")), (200, Some("b")));
+    assert!(
+        srv.log_text().contains("back in service"),
+        "{}",
+        srv.log_text()
+    );
+    assert!(!srv.log_text().contains("no server is available"));
+}
+
+#[test]
+fn a_sole_server_survives_a_5xx_and_a_restart() {
+    let up = Upstream::start("a");
+    // The defaults: max_fails 1, fail_timeout 10.
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+    // A 5xx is an answer, not a failure.
+    assert_eq!(get(&srv, "/error").status, 503);
+    assert_eq!(get(&srv, "/x").status, 200);
+    // Down for a moment: 502 while it is, 200 as soon as it listens again.
+    up.kill();
+    assert_eq!(get(&srv, "/x").status, 502);
+    up.restart();
+    let started = Instant::now();
+    let r = get(&srv, "/x");
+    assert_eq!(r.status, 200, "{}", srv.log_text());
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn one_probe_after_fail_timeout_and_a_failed_probe_ejects_again() {
+    let ups = [Upstream::start("a"), Upstream::start("b")];
+    ups[0].set_mode(Mode::Close);
+    let list = servers_json(&[&ups[0], &ups[1]], &[1, 1]);
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"servers": {list}, "max_fails": 2, "fail_timeout": 1}}"#
+    )));
+    // `a` closes without answering: each GET is retried on `b`, and two failures eject `a`.
+    let mut sent = 0;
+    while ups[0].hits() < 2 {
+        assert_eq!(get(&srv, "/x").status, 200);
+        sent += 1;
+        assert!(sent < 10, "`a` never got two requests");
+    }
+    for _ in 0..6 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    assert_eq!(ups[0].hits(), 2, "an ejected server got traffic");
+    // After fail_timeout one request probes `a`; it fails, and `a` is out again at once
+    // (not after `max_fails` new failures).
+    std::thread::sleep(Duration::from_millis(1100));
+    for _ in 0..6 {
+        assert_eq!(get(&srv, "/x").status, 200);
+    }
+    assert_eq!(ups[0].hits(), 3, "one probe, then ejected again");
+    // A probe that is answered brings `a` back at once.
+    ups[0].set_mode(Mode::Normal);
+    std::thread::sleep(Duration::from_millis(1100));
+    let from_a = (0..6)
+        .filter(|_| get(&srv, "/x").header("x-upstream") == Some("a"))
+        .count();
+    assert!(
+        from_a >= 2,
+        "`a` got {from_a} of 6 after its probe succeeded"
     );
 }
 

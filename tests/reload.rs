@@ -135,6 +135,15 @@ fn no_request_is_lost_across_reloads() {
     assert!(!log.contains("reload refused"), "{log}");
 }
 
+/// Sets the flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// A configuration proxying `/app` to backend `app`, plus the `extra` JSON (backends and routes).
 fn proxy_config(app: &str, extra_backends: &str, extra_routes: &str) -> String {
     format!(
@@ -161,6 +170,9 @@ fn reload_applies_added_removed_and_changed_backends_under_load() {
     );
     let srv = Arc::new(Server::start(&proxy_config(&a.address(), "", "")));
     let done = Arc::new(AtomicBool::new(false));
+    // Clients stop even if an assertion below fails, so that the server (which they share)
+    // is dropped and stopped.
+    let _stop_clients = StopOnDrop(done.clone());
     let mut clients = Vec::new();
     for _ in 0..3 {
         let (srv, done) = (srv.clone(), done.clone());
@@ -243,4 +255,37 @@ fn keys_a_reload_cannot_apply_are_named() {
         "{log}"
     );
     assert_eq!(srv.get("/v").text(), "two", "the rest is applied");
+}
+
+#[test]
+fn reload_names_a_module_library_rebuilt_since_it_was_loaded() {
+    let dir = common::TempDir::new("reload-rebuilt");
+    let lib = dir.path().join("libosprey_hello.so");
+    std::fs::copy(common::module_lib("hello"), &lib).unwrap();
+    let text = format!(
+        r#"{{"load": [{{"so": "{}"}}], "routing": [{{"prefix": "/h", "handler": "hello"}}]}}"#,
+        lib.display()
+    );
+    let srv = Server::start(&text);
+    // An unchanged library: no warning.
+    signal(&srv.child, "HUP");
+    wait_log(&srv, "configuration reloaded", 1);
+    assert!(
+        !srv.log_text().contains("changed on disk"),
+        "{}",
+        srv.log_text()
+    );
+    // Replaced as a build does (a new file renamed over the old one, never written in place:
+    // the running server maps it).
+    let fresh = dir.path().join("fresh.so");
+    std::fs::copy(common::module_lib("hello"), &fresh).unwrap();
+    std::fs::rename(&fresh, &lib).unwrap();
+    signal(&srv.child, "HUP");
+    let log = wait_log(&srv, "configuration reloaded", 2);
+    assert!(
+        log.contains(&format!("module library {} changed on disk", lib.display()))
+            && log.contains("restart it to load the new build"),
+        "{log}"
+    );
+    assert_eq!(srv.get("/h").status, 200);
 }

@@ -196,6 +196,117 @@ fn conditional_requests_answer_304() {
 }
 
 #[test]
+fn failed_preconditions_answer_412_before_304() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let r = get(&srv, "/a.txt", &[]);
+    let etag = r.header("etag").unwrap().to_owned();
+    let lm = r.header("last-modified").unwrap().to_owned();
+    let old = "Sat, 01 Jan 2000 00:00:00 GMT";
+
+    // If-Match compares strongly: the current tag passes, a weak or other one fails.
+    let r = get(&srv, "/a.txt", &[("If-Match", &etag)]);
+    assert_eq!((r.status, r.text().as_str()), (200, "hello static\n"));
+    assert_eq!(get(&srv, "/a.txt", &[("If-Match", "*")]).status, 200);
+    let weak = format!("W/{etag}");
+    let r = get(&srv, "/a.txt", &[("If-Match", &weak)]);
+    assert_eq!(r.status, 412, "{}", r.text());
+    assert!(r.text().contains("Precondition Failed"), "{}", r.text());
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Match", "\"other\"")]).status,
+        412
+    );
+    // If-Unmodified-Since: 412 once the file changed after the date.
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Unmodified-Since", &lm)]).status,
+        200
+    );
+    assert_eq!(
+        get(&srv, "/a.txt", &[("If-Unmodified-Since", old)]).status,
+        412
+    );
+    // ...and is ignored when If-Match is present (RFC 9110 §13.2.2 step 2).
+    let r = get(
+        &srv,
+        "/a.txt",
+        &[("If-Match", &etag), ("If-Unmodified-Since", old)],
+    );
+    assert_eq!(r.status, 200);
+    // A failed precondition wins over a matching If-None-Match.
+    let r = get(
+        &srv,
+        "/a.txt",
+        &[("If-Match", "\"other\""), ("If-None-Match", &etag)],
+    );
+    assert_eq!(r.status, 412);
+    // HEAD is conditional too.
+    assert_eq!(
+        fetch(&srv, "HEAD", "/a.txt", &[("If-None-Match", &etag)]).status,
+        304
+    );
+    assert_eq!(
+        fetch(&srv, "HEAD", "/a.txt", &[("If-Match", "\"x\"")]).status,
+        412
+    );
+}
+
+#[test]
+fn preconditions_and_ranges_are_the_same_over_http2() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let etag = get(&srv, "/a.txt", &[]).header("etag").unwrap().to_owned();
+    let url = srv.url("/a.txt");
+    let status = |header: &str| {
+        let (ok, out) = common::curl(&[
+            "--http2-prior-knowledge",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+            "-H",
+            header,
+            &url,
+        ]);
+        assert!(ok, "curl failed for {header}");
+        out
+    };
+    assert_eq!(status(&format!("If-None-Match: {etag}")), "304 2");
+    assert_eq!(status("If-Match: \"old\""), "412 2");
+    assert_eq!(status("Range: bytes=0-4"), "206 2");
+    assert_eq!(status("Range: bytes=99-"), "416 2");
+}
+
+#[test]
+fn ranges_need_get_and_a_strong_if_range() {
+    let t = site();
+    let srv = start(&t.path().join("www"), "");
+    let etag = get(&srv, "/big.bin", &[])
+        .header("etag")
+        .unwrap()
+        .to_owned();
+    // A weak tag never satisfies If-Range (strong comparison): the whole file.
+    let weak = format!("W/{etag}");
+    let r = get(
+        &srv,
+        "/big.bin",
+        &[("Range", "bytes=0-0"), ("If-Range", &weak)],
+    );
+    assert_eq!((r.status, r.body.len()), (200, 307200));
+    // Range is defined for GET only: HEAD gets the full headers.
+    let r = fetch(&srv, "HEAD", "/big.bin", &[("Range", "bytes=0-0")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("307200"));
+    assert_eq!(r.header("content-range"), None);
+    // 416 names the size and says why.
+    let r = get(&srv, "/big.bin", &[("Range", "bytes=999999-")]);
+    assert_eq!(
+        (r.status, r.header("content-range")),
+        (416, Some("bytes */307200"))
+    );
+    assert!(r.text().contains("Range Not Satisfiable"), "{}", r.text());
+}
+
+#[test]
 fn ranges_single_suffix_open_unsatisfiable_and_multipart() {
     let t = site();
     let whole = pattern(300 * 1024);
@@ -400,8 +511,18 @@ fn precompressed_gzip_sibling() {
     assert_eq!(plain.header("content-encoding"), None);
     assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
     assert_ne!(plain.header("etag"), gz.header("etag"));
-    let refused = get(&srv, "/style.css", &[("Accept-Encoding", "gzip;q=0")]);
-    assert_eq!(refused.text(), "body { color: red; }\n");
+    // q=0, and a weight that is no qvalue (the gzip filter reads it the same way), refuse.
+    for refusal in ["gzip;q=0", "gzip;q=abc", "identity, *;q=0"] {
+        let refused = get(&srv, "/style.css", &[("Accept-Encoding", refusal)]);
+        assert_eq!(refused.text(), "body { color: red; }\n", "{refusal}");
+    }
+    // Error pages are plain HTML, never labelled as the gzip variant.
+    for extra in [("If-Match", "\"old\""), ("Range", "bytes=9999-")] {
+        let r = get(&srv, "/style.css", &[("Accept-Encoding", "gzip"), extra]);
+        assert!(matches!(r.status, 412 | 416), "{extra:?}: {}", r.status);
+        assert_eq!(r.header("content-encoding"), None, "{extra:?}");
+        assert!(r.text().contains("<!DOCTYPE html>"), "{extra:?}");
+    }
     // Files without a sibling say nothing about encodings.
     assert_eq!(
         get(&srv, "/a.txt", &[("Accept-Encoding", "gzip")]).header("vary"),

@@ -17,6 +17,8 @@ pub const CORE_KEYS: &[&str] = &[
     "type",
     "name",
     "priority",
+    // Given to each filter by the core: its route's `dir`, when the route has one.
+    "route_dir",
 ];
 
 /// A configuration error. `line` is 1-based within the JSON text the module was given (0 when
@@ -24,11 +26,14 @@ pub const CORE_KEYS: &[&str] = &[
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The line in the JSON text the error is about (1-based; 0 when unknown).
     pub line: u32,
+    /// What is wrong, for a person.
     pub message: RString,
 }
 
 impl ConfigError {
+    /// An error without a location.
     pub fn new(message: impl Into<String>) -> Self {
         ConfigError {
             line: 0,

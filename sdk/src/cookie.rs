@@ -10,7 +10,9 @@ use crate::response::Response;
 /// The `SameSite` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SameSite {
+    /// Sent only with same-site requests.
     Strict,
+    /// Also sent on top-level cross-site navigations (links).
     Lax,
     /// Sent on cross-site requests too; browsers require `Secure` with it.
     None,

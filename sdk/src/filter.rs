@@ -81,15 +81,23 @@ pub trait Filter: Send + Sync + 'static {
 /// The ABI-stable face of a [`Filter`]; see [`filter_box`].
 #[sabi_trait]
 pub trait FfiFilter: Send + Sync {
+    /// See [`Filter::cache_key`].
     fn cache_key(&self, req: &Request<'_>, key: &mut RString);
+    /// See [`Filter::before`].
     fn before(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) -> Step;
+    /// See [`Filter::before_mode`].
     fn before_mode(&self, req: &Request<'_>, key: RStr<'_>) -> Mode;
+    /// See [`Filter::after_mode`].
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode;
+    /// See [`Filter::after`].
     fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response);
+    /// See [`Filter::request_headers`].
     fn request_headers(&self, req: &Request<'_>, key: RStr<'_>, set: &mut RVec<HeaderPair>);
 
+    /// See [`Filter::wait`].
     fn wait(&self, key: RStr<'_>) -> WaitFuture;
 
+    /// See [`Filter::cancel`].
     #[sabi(last_prefix_field)]
     fn cancel(&self, key: RStr<'_>);
 }

@@ -30,7 +30,10 @@ pub enum Outcome {
     Done,
     /// Decline: routing goes on to the next matching route (NXWEB's fall-through).
     Next,
-    /// Answer with the core's error page for this status.
+    /// Answer with the core's error page for this status. Headers already set on the
+    /// response stay (CORS, `Cache-Control`, `Set-Cookie`, ...), except those that describe
+    /// the replaced body (`Content-*`, `ETag`, `Last-Modified`, `Accept-Ranges`). For an error
+    /// with your own body, set the status and body and answer `Done`.
     Error(u16),
     /// The answer comes later, from a future polled on the connection's network thread. The
     /// future owns what it needs; it must not block.
@@ -39,10 +42,24 @@ pub enum Outcome {
 
 /// The result of an asynchronous handler.
 #[repr(C, u8)]
-#[derive(StableAbi)]
+#[derive(StableAbi, Debug)]
 pub enum Reply {
+    /// The response is ready.
     Done(Response),
+    /// The core's error page; headers set on the response before `Later` was returned stay,
+    /// as with [`Outcome::Error`].
     Error(u16),
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Done => write!(f, "Done"),
+            Outcome::Next => write!(f, "Next"),
+            Outcome::Error(status) => write!(f, "Error({status})"),
+            Outcome::Later(_) => write!(f, "Later(..)"),
+        }
+    }
 }
 
 impl Outcome {
@@ -72,14 +89,17 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The ABI-stable face of a [`Handler`], as the core holds it. Module authors do not implement
-/// this: [`HandlerBox::new`] wraps a `Handler` so that a panic becomes a 500.
+/// this: [`handler_box`] wraps a `Handler` so that a panic becomes a 500.
 #[sabi_trait]
 pub trait FfiHandler: Send + Sync {
+    /// See [`Handler::handle`].
     fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome;
 
+    /// See [`Handler::mode`].
     #[sabi(last_prefix_field)]
     fn mode(&self) -> Mode;
 
+    /// See [`Handler::streams_request_body`].
     fn streams_request_body(&self) -> bool;
 }
 

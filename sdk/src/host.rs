@@ -15,9 +15,13 @@ use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest}
 #[repr(u8)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
+    /// Something failed.
     Error = 1,
+    /// Something looks wrong but the server goes on.
     Warn = 2,
+    /// Normal events worth a line.
     Info = 3,
+    /// Details for finding a problem.
     Debug = 4,
 }
 
@@ -90,12 +94,14 @@ impl Counter {
         )
     }
 
+    /// Add `delta`.
     pub fn add(&self, delta: u64) {
         if let Some((host, _)) = HOST.get() {
             (host.counter_add())(self.0, delta);
         }
     }
 
+    /// Add one.
     pub fn incr(&self) {
         self.add(1)
     }
@@ -136,18 +142,22 @@ pub fn upstream_request(backend: BackendId, request: UpstreamRequest) -> Upstrea
     }
 }
 
+/// Log at [`Level::Error`].
 pub fn error(message: &str) {
     log(Level::Error, message)
 }
 
+/// Log at [`Level::Warn`].
 pub fn warn(message: &str) {
     log(Level::Warn, message)
 }
 
+/// Log at [`Level::Info`].
 pub fn info(message: &str) {
     log(Level::Info, message)
 }
 
+/// Log at [`Level::Debug`].
 pub fn debug(message: &str) {
     log(Level::Debug, message)
 }

@@ -8,21 +8,27 @@
 //!
 //! See `sdk/README.md` for a five-minute guide.
 
+// Every public item is documented (the SDK is what module authors read).
+#![warn(missing_docs)]
 // abi_stable's sabi_trait expansion trips this lint (fixed upstream after 0.11).
 #![allow(non_local_definitions)]
 
 pub mod config;
 pub mod cookie;
+pub mod escape;
 pub mod fields;
 pub mod filter;
 pub mod handler;
 pub mod host;
+pub mod http;
 pub mod module;
 pub mod params;
 pub mod random;
 pub mod request;
 pub mod request_body;
 pub mod response;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tunnel;
 pub mod upstream;
 

@@ -39,15 +39,21 @@ pub enum Lifecycle {
 #[sabi(kind(Prefix(prefix_ref = ModuleRef)))]
 #[sabi(missing_field(panic))]
 pub struct ModuleRoot {
+    /// The module's name ([`Module::NAME`]).
     pub name: extern "C" fn() -> RStr<'static>,
+    /// The handler types it provides ([`Module::HANDLERS`]).
     pub handler_types: extern "C" fn() -> RVec<RStr<'static>>,
+    /// The filter types it provides ([`Module::FILTERS`]).
     pub filter_types: extern "C" fn() -> RVec<RStr<'static>>,
     /// Give the module the host's services and its `modules.<name>` section (`null` if none).
     pub init: extern "C" fn(host: HostRef, config: RStr<'_>) -> RResult<(), ConfigError>,
+    /// Build a handler from its route's JSON ([`Module::new_handler`]).
     pub new_handler:
         extern "C" fn(type_name: RStr<'_>, config: RStr<'_>) -> RResult<HandlerBox, ConfigError>,
+    /// Build a filter from its JSON ([`Module::new_filter`]).
     pub new_filter:
         extern "C" fn(type_name: RStr<'_>, config: RStr<'_>) -> RResult<FilterBox, ConfigError>,
+    /// Announce a point in the server's life ([`Module::lifecycle`]).
     #[sabi(last_prefix_field)]
     pub lifecycle: extern "C" fn(event: Lifecycle),
 }
@@ -178,12 +184,24 @@ pub fn root_module<M: Exported>() -> ModuleRef {
 /// Export a [`Module`] type as this library's root module. Use it once per library crate
 /// (`crate-type = ["cdylib"]`).
 ///
+/// It refuses to compile when the crate is built with `panic = "abort"`: the SDK turns a panic
+/// in a handler into a 500 by unwinding to the module boundary, and under `abort` one
+/// panicking request would kill the whole server instead.
+///
 /// ```ignore
 /// osprey_sdk::export_module!(HelloModule);
 /// ```
 #[macro_export]
 macro_rules! export_module {
     ($module:ty) => {
+        // Expanded in the module's crate, so this sees the module's own profile.
+        #[cfg(panic = "abort")]
+        ::core::compile_error!(
+            "osprey module built with panic = \"abort\": a panic in one request would kill the \
+             whole server. Set `panic = \"unwind\"` in the [profile.*] sections of the module's \
+             workspace (the SDK catches panics at the boundary and answers 500)."
+        );
+
         const _: () = {
             static SLOT: ::std::sync::OnceLock<$module> = ::std::sync::OnceLock::new();
             impl $crate::module::Exported for $module {

@@ -4,14 +4,64 @@
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Params(pub Vec<(String, String)>);
 
+/// Why strict decoding refused a query or form: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A `%` not followed by two hex digits, at this byte offset.
+    BadEscape(usize),
+    /// The name or value starting at this byte offset decodes to invalid UTF-8.
+    InvalidUtf8(usize),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::BadEscape(at) => write!(f, "bad percent-escape at byte {at}"),
+            DecodeError::InvalidUtf8(at) => {
+                write!(f, "invalid UTF-8 in the parameter at byte {at}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
 impl Params {
-    /// Parse `application/x-www-form-urlencoded` text (`+` is a space, `%XX` decoded).
+    /// Parse `application/x-www-form-urlencoded` text (`+` is a space, `%XX` decoded)
+    /// leniently, as browsers do: a malformed escape stays as it is and invalid UTF-8 becomes
+    /// U+FFFD. Use [`Params::parse_strict`] to refuse such input (with a 400).
     pub fn parse(text: &str) -> Self {
         Params(
             form_urlencoded::parse(text.as_bytes())
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect(),
         )
+    }
+
+    /// Parse like [`Params::parse`], but refuse a malformed `%` escape or text that is not
+    /// UTF-8 once decoded.
+    ///
+    /// ```
+    /// use osprey_sdk::params::{DecodeError, Params};
+    ///
+    /// let p = Params::parse_strict("q=a+b%26c&empty=&flag").unwrap();
+    /// assert_eq!(p.get("q"), Some("a b&c"));
+    /// assert_eq!(p.get("flag"), Some(""));
+    /// assert_eq!(Params::parse_strict("a=1&b=%zz"), Err(DecodeError::BadEscape(6)));
+    /// assert_eq!(Params::parse_strict("a=%FF"), Err(DecodeError::InvalidUtf8(2)));
+    /// ```
+    pub fn parse_strict(text: &str) -> Result<Self, DecodeError> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for pair in text.split('&') {
+            if !pair.is_empty() {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let value_at = start + name.len() + 1;
+                out.push((form_decode(name, start)?, form_decode(value, value_at)?));
+            }
+            start += pair.len() + 1;
+        }
+        Ok(Params(out))
     }
 
     /// The first value of `name`.
@@ -30,13 +80,38 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every (name, value) pair, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// Whether there are no pairs.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// Decode one form component (`+` is a space); `at` is its offset, for errors.
+fn form_decode(text: &str, at: usize) -> Result<String, DecodeError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+                match (hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
+                    (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
+                    _ => return Err(DecodeError::BadEscape(at + i)),
+                }
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| DecodeError::InvalidUtf8(at))
 }
 
 /// Split one `Cookie` header into (name, value) pairs; quotes around a value are removed.
@@ -71,19 +146,11 @@ pub fn percent_decode_path(path: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Escape text for HTML element content and attribute values.
+/// Escape text for HTML element content and attribute values (see
+/// [`escape::html_into`](crate::escape::html_into) to write into your own buffer).
 pub fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    crate::escape::html_into(text, &mut out);
     out
 }
 

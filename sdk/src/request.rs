@@ -13,7 +13,9 @@ use crate::response::StreamBox;
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug)]
 pub struct Header<'a> {
+    /// The name as sent (compare case-insensitively).
     pub name: RStr<'a>,
+    /// The value, surrounding whitespace removed.
     pub value: RSlice<'a, u8>,
 }
 
@@ -110,29 +112,70 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Query-string parameters, decoded on demand.
+    /// Query-string parameters, decoded (leniently, see [`Params::parse`]) in one pass: call
+    /// it once and `get` from the result when a handler reads several.
     pub fn query_params(&self) -> Params {
         Params::parse(self.query.as_str())
     }
 
-    /// One query parameter, decoded.
-    pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query_params().get(name).map(str::to_owned)
+    /// Query-string parameters, or why the query is malformed (answer 400 with it).
+    ///
+    /// ```
+    /// # use osprey_sdk::testing::TestRequest;
+    /// TestRequest::get("/?a=%zz").with_view(|req| {
+    ///     let err = req.query_params_strict().unwrap_err();
+    ///     assert_eq!(err.to_string(), "bad percent-escape at byte 2");
+    /// });
+    /// ```
+    pub fn query_params_strict(&self) -> Result<Params, params::DecodeError> {
+        Params::parse_strict(self.query.as_str())
     }
 
-    /// `application/x-www-form-urlencoded` body parameters (empty for other content types).
+    /// One query parameter, decoded leniently. It scans the query up to the first match and
+    /// decodes only that value; for several parameters, [`query_params`](Self::query_params)
+    /// parses once.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    /// `application/x-www-form-urlencoded` body parameters (empty for other content types),
+    /// decoded leniently.
     pub fn form_params(&self) -> Params {
-        let is_form = self.header("content-type").is_some_and(|ct| {
+        match (self.is_form(), std::str::from_utf8(self.body.as_slice())) {
+            (true, Ok(body)) => Params::parse(body),
+            _ => Params::default(),
+        }
+    }
+
+    /// Form body parameters (empty for other content types), or why the body is malformed.
+    ///
+    /// ```
+    /// # use osprey_sdk::testing::TestRequest;
+    /// let req = TestRequest::post("/")
+    ///     .header("Content-Type", "application/x-www-form-urlencoded")
+    ///     .body(&b"a=%C3%A9&b=%E9"[..]);
+    /// req.with_view(|r| assert!(r.form_params_strict().is_err()));
+    /// ```
+    pub fn form_params_strict(&self) -> Result<Params, params::DecodeError> {
+        if !self.is_form() {
+            return Ok(Params::default());
+        }
+        // Escapes decode to bytes; raw bytes must already be UTF-8.
+        let body = std::str::from_utf8(self.body.as_slice())
+            .map_err(|e| params::DecodeError::InvalidUtf8(e.valid_up_to()))?;
+        Params::parse_strict(body)
+    }
+
+    fn is_form(&self) -> bool {
+        self.header("content-type").is_some_and(|ct| {
             ct.split(';')
                 .next()
                 .unwrap_or("")
                 .trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-        match (is_form, std::str::from_utf8(self.body.as_slice())) {
-            (true, Ok(body)) => Params::parse(body),
-            _ => Params::default(),
-        }
+        })
     }
 
     /// Cookies from every `Cookie` header, as (name, value) pairs.

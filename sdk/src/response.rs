@@ -15,7 +15,9 @@ use async_ffi::{FfiContext, FfiPoll};
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
 pub struct HeaderPair {
+    /// The header name.
     pub name: RCowStr<'static>,
+    /// The header value (no CR or LF: the core refuses those with a 500).
     pub value: RCowStr<'static>,
 }
 
@@ -84,8 +86,11 @@ impl Drop for OpenFile {
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug)]
 pub struct FileRange {
+    /// The file.
     pub file: RArc<OpenFile>,
+    /// Where the range starts.
     pub offset: u64,
+    /// How many bytes.
     pub len: u64,
 }
 
@@ -142,6 +147,7 @@ impl Body {
         }
     }
 
+    /// Whether the body is known to be empty.
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
     }
@@ -174,8 +180,11 @@ impl std::fmt::Debug for Body {
 #[repr(C)]
 #[derive(StableAbi, Debug)]
 pub struct Response {
+    /// The status code.
     pub status: u16,
+    /// Headers in the order they are sent.
     pub headers: RVec<HeaderPair>,
+    /// What follows the headers.
     pub body: Body,
 }
 
@@ -190,6 +199,7 @@ impl Default for Response {
 }
 
 impl Response {
+    /// `200 OK`, no headers, empty body.
     pub fn new() -> Self {
         Self::default()
     }

@@ -8,6 +8,7 @@ use abi_stable::{
 };
 use async_ffi::{FfiContext, FfiPoll};
 
+/// A byte stream both ways, after a `101 Switching Protocols`.
 #[sabi_trait]
 pub trait Tunnel: Send {
     /// Read into `buf`; `ROk(0)` is the end of the stream.

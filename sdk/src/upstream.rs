@@ -26,7 +26,9 @@ pub struct UpstreamRequest {
     pub method: RString,
     /// Origin-form target: path and query (`/a/b?c`).
     pub target: RString,
+    /// End-to-end headers to send.
     pub headers: RVec<HeaderPair>,
+    /// The request body.
     pub body: RVec<u8>,
     /// The client's address (without port), for `ip_hash` balancing.
     pub client_ip: RString,
@@ -37,7 +39,9 @@ pub struct UpstreamRequest {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {
+    /// The status to answer the client with.
     pub status: u16,
+    /// What happened, for the log.
     pub message: RString,
 }
 

@@ -61,6 +61,11 @@ fn open(path: &str) -> Result<Arc<File>, String> {
         .map_err(|e| format!("cannot open access log {path}: {e}"))
 }
 
+/// Can `path` be opened for logging? (It is created if missing, as start-up would.)
+pub fn check(path: &str) -> Result<(), String> {
+    open(path).map(drop)
+}
+
 /// Log to `access_log` (`None`: off) with `access_log_fields`. Keeps the open file when the
 /// path is unchanged.
 pub fn configure(logging: &crate::config::LoggingConfig) -> Result<(), String> {

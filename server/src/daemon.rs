@@ -60,7 +60,20 @@ pub fn send(action: &str, pid_file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn read_pid(pid_file: &Path) -> Result<Pid, String> {
+/// The command line and working directory of process `pid` (Linux /proc), if readable.
+pub fn command_line(pid: Pid) -> Option<(Vec<std::ffi::OsString>, PathBuf)> {
+    use std::os::unix::ffi::OsStrExt;
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let dir = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    let args = raw
+        .strip_suffix(&[0])?
+        .split(|&b| b == 0)
+        .map(|a| std::ffi::OsStr::from_bytes(a).to_owned())
+        .collect();
+    Some((args, dir))
+}
+
+pub fn read_pid(pid_file: &Path) -> Result<Pid, String> {
     let text = std::fs::read_to_string(pid_file)
         .map_err(|e| format!("cannot read pid file {}: {e}", pid_file.display()))?;
     text.trim()
@@ -69,6 +82,29 @@ fn read_pid(pid_file: &Path) -> Result<Pid, String> {
         .filter(|&p| p > 0)
         .map(Pid::from_raw)
         .ok_or_else(|| format!("pid file {} does not hold a process id", pid_file.display()))
+}
+
+/// A start refuses to run beside the server its pid file names: it would fail to bind at best,
+/// and must never take over or remove the live server's pid file. A pid file that is missing,
+/// unreadable or names no live process is stale and will be overwritten.
+pub fn refuse_if_running(pid_file: &Path) -> Result<(), String> {
+    let Ok(pid) = read_pid(pid_file) else {
+        return Ok(());
+    };
+    match kill(pid, None) {
+        Ok(()) | Err(nix::errno::Errno::EPERM) => Err(format!(
+            "already running as process {pid} (pid file {}); stop it first (-s stop)",
+            pid_file.display()
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Remove the pid file, if it still names `pid`: a process removes only the file it wrote.
+pub fn remove_pid_file(path: &Path, pid: u32) {
+    if read_pid(path).is_ok_and(|p| p.as_raw() as u32 == pid) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Write `pid` to `path` (as an absolute path, so it can be removed after `-w`).
@@ -245,7 +281,8 @@ impl std::fmt::Display for Exit {
 }
 
 fn finish(pid_file: &Path, code: i32) -> ! {
-    let _ = std::fs::remove_file(pid_file);
+    // Written by the first process once the server listened; never another daemon's.
+    remove_pid_file(pid_file, std::process::id());
     std::process::exit(code)
 }
 
@@ -258,8 +295,7 @@ fn note(message: &str) {
         .append(true)
         .open(&path)
     {
-        let now = httpdate::fmt_http_date(std::time::SystemTime::now());
-        let _ = writeln!(f, "{now}  WARN {message}");
+        let _ = f.write_all(crate::log::format_line("WARN", message).as_bytes());
     }
 }
 

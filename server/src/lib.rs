@@ -4,6 +4,8 @@
 #![allow(async_fn_in_trait)]
 
 pub mod access_log;
+pub mod body;
+pub mod check;
 pub mod config;
 pub mod conn;
 pub mod daemon;
@@ -11,11 +13,13 @@ pub mod dispatch;
 pub mod http;
 pub mod http2;
 pub mod log;
+pub mod log_limit;
 pub mod modules;
 pub mod net;
 pub mod reload;
 pub mod request_id;
 pub mod router;
+pub mod scaffold;
 pub mod server;
 pub mod stats;
 pub mod upstream;

@@ -1,7 +1,7 @@
 //! `osprey`: command line, configuration, start-up.
 
 // The server lives in the library (`lib.rs`); this file is its command line.
-use osprey::{access_log, config, daemon, log, modules, net, reload, server, stats};
+use osprey::{access_log, check, config, daemon, log, net, reload, server, stats};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,10 +15,9 @@ use daemon::DEFAULT_PID_FILE;
 /// buffers) cheap and avoid glibc's consolidation passes; measured in bench/.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use modules::Registry;
 
 /// A small, fast, event-driven HTTP application server with stable-ABI modules.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(name = "osprey", disable_version_flag = true)]
 struct Cli {
     /// Configuration file (default: the embedded configuration).
@@ -76,6 +75,24 @@ struct Cli {
     /// Print the version and exit.
     #[arg(short = 'v')]
     version: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+enum Command {
+    /// Create a module crate: a handler, its config struct, a unit test and a configuration
+    /// to run it (`cargo test` and `osprey -c NAME.json` work on it as written).
+    NewModule {
+        /// The module's name (crate, handler type and route prefix).
+        name: String,
+        /// Where to create it (default: ./NAME); must not exist or be empty.
+        dir: Option<PathBuf>,
+        /// The osprey-sdk source to depend on by path (default: the one this server was
+        /// built from, else the crates.io version).
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -88,12 +105,27 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    if let Some(Command::NewModule { name, dir, sdk }) = &cli.command {
+        return match osprey::scaffold::new_module(name, dir.as_deref(), sdk.as_deref()) {
+            Ok(done) => {
+                println!("{done}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("osprey: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match start(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             daemon::report_failure(&message);
             tracing::error!("{message}");
-            eprintln!("osprey: {message}");
+            // Once: the line above already went to standard error when the log goes there.
+            if !log::on_stderr() {
+                eprintln!("osprey: {message}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -109,20 +141,15 @@ fn start(cli: Cli) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| DEFAULT_PID_FILE.into());
     if let Some(action) = &cli.signal {
+        if action == "reload" {
+            check_before_reload(&cli, &pid_file)?;
+        }
         return daemon::send(action, &pid_file);
     }
-    let config_path = cli.config.clone();
     let cli = std::rc::Rc::new(cli);
     let cli2 = cli.clone();
     // Read the same way at start and at each reload.
-    let load = move || -> Result<Config, String> {
-        let mut config = match &config_path {
-            Some(path) => Config::load(path).map_err(|e| e.to_string())?,
-            None => Config::embedded(),
-        };
-        apply_cli(&mut config, &cli2)?;
-        Ok(config)
-    };
+    let load = move || read_config(&cli2);
     let config = load()?;
     let identity = daemon::resolve_identity(cli.user.as_deref(), cli.group.as_deref())?;
     let level = cli
@@ -130,10 +157,14 @@ fn start(cli: Cli) -> Result<(), String> {
         .clone()
         .or_else(|| config.logging.log_level.clone())
         .unwrap_or_else(|| "info".into());
+    log::parse_level(&level)?;
     let mut error_log = cli
         .error_log
         .clone()
         .or_else(|| config.logging.error_log.clone());
+    if !cli.test && (cli.daemon || cli.pid_file.is_some()) {
+        daemon::refuse_if_running(&pid_file)?;
+    }
     if cli.daemon && !cli.test {
         let log = error_log.get_or_insert_with(|| daemon::DEFAULT_ERROR_LOG.into());
         daemon::set_supervisor_log(Path::new(log));
@@ -148,9 +179,8 @@ fn start(cli: Cli) -> Result<(), String> {
         log::init(&level, error_log.as_deref())?;
     }
     stats::init();
-    // Libraries are never unloaded: the registry lives as long as the process.
-    let registry: &'static Registry = Box::leak(Box::new(Registry::load(&config, &cli.modules)?));
-    let shared = server::Shared::new(config, registry)?;
+    let shared = check::build(config, &cli.modules)?;
+    let registry = shared.registry;
     if cli.test {
         println!("osprey: configuration {} is valid", shared.config.file);
         return Ok(());
@@ -185,9 +215,44 @@ fn start(cli: Cli) -> Result<(), String> {
     let result = server::run(shared, &reloader, after_bind);
     access_log::flush_thread();
     if let Some(path) = &own_pid_file {
-        let _ = std::fs::remove_file(path);
+        daemon::remove_pid_file(path, std::process::id());
     }
     result
+}
+
+/// The configuration file (or the embedded one), then the command line's overrides.
+fn read_config(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::embedded(),
+    };
+    apply_cli(&mut config, cli)?;
+    Ok(config)
+}
+
+/// `-s reload`: check the configuration the way the running server will read it (its own
+/// command line, in its working directory, when /proc shows them; else this command line's),
+/// with the checks of `-t`, and signal nothing when it is bad.
+fn check_before_reload(cli: &Cli, pid_file: &Path) -> Result<(), String> {
+    let pid = daemon::read_pid(pid_file)?;
+    let running = daemon::command_line(pid)
+        .and_then(|(args, dir)| Some((Cli::try_parse_from(args).ok()?, dir)));
+    let server_cli = match running {
+        Some((mut server_cli, dir)) => {
+            std::env::set_current_dir(&dir)
+                .map_err(|e| format!("cannot enter {}: {e}", dir.display()))?;
+            // Already applied: `dir` is where it went.
+            server_cli.work_dir = None;
+            server_cli
+        }
+        None => cli.clone(),
+    };
+    let refused = |e: String| format!("{e}\nreload not signalled: the configuration is invalid");
+    let config = read_config(&server_cli).map_err(refused)?;
+    stats::init();
+    check::build(config, &server_cli.modules)
+        .map(drop)
+        .map_err(refused)
 }
 
 fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {

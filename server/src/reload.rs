@@ -18,7 +18,6 @@ use osprey_sdk::Lifecycle;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::config::Config;
-use crate::modules::Registry;
 use crate::server::Shared;
 
 static LIVE: OnceLock<ArcSwap<Shared>> = OnceLock::new();
@@ -72,9 +71,8 @@ impl Reloader {
         let old = current().ok_or("the server has not started")?;
         let config = (self.load)()?;
         warn_about_restart_only_changes(&old.config, &config);
-        let registry: &'static Registry =
-            Box::leak(Box::new(Registry::load(&config, &self.extra_modules)?));
-        let shared = Shared::new(config, registry)?;
+        let shared = crate::check::build(config, &self.extra_modules)?;
+        let registry = shared.registry;
         crate::access_log::configure(&shared.config.logging)?;
         registry.lifecycle_new(old.registry, Lifecycle::ServerStart);
         for (name, path) in registry.modules() {

@@ -103,7 +103,7 @@ pub fn count_reload() {
 
 /// What a connection is doing, for the reading / writing / idle gauges.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum State {
+pub enum Activity {
     Idle,
     Reading,
     Writing,
@@ -113,17 +113,17 @@ pub enum State {
 /// it has been served (for the per-connection limit). Packed in four bytes, as it lives in
 /// every idle connection's task.
 pub struct ConnStats {
-    /// Bits 0..30: requests served (saturating); bits 30..32: the `State`.
+    /// Bits 0..30: requests served (saturating); bits 30..32: the `Activity`.
     packed: Cell<u32>,
 }
 
 const SERVED_MASK: u32 = (1 << 30) - 1;
 
-fn state_bits(state: State) -> u32 {
+fn state_bits(state: Activity) -> u32 {
     (match state {
-        State::Idle => 0,
-        State::Reading => 1,
-        State::Writing => 2,
+        Activity::Idle => 0,
+        Activity::Reading => 1,
+        Activity::Writing => 2,
     }) << 30
 }
 
@@ -135,19 +135,19 @@ impl ConnStats {
             t.bump(&t.idle, 1);
         });
         ConnStats {
-            packed: Cell::new(state_bits(State::Idle)),
+            packed: Cell::new(state_bits(Activity::Idle)),
         }
     }
 
-    fn state(&self) -> State {
+    fn state(&self) -> Activity {
         match self.packed.get() >> 30 {
-            0 => State::Idle,
-            1 => State::Reading,
-            _ => State::Writing,
+            0 => Activity::Idle,
+            1 => Activity::Reading,
+            _ => Activity::Writing,
         }
     }
 
-    pub fn set(&self, state: State) {
+    pub fn set(&self, state: Activity) {
         let old = self.state();
         if old != state {
             self.packed
@@ -178,11 +178,11 @@ impl Drop for ConnStats {
     }
 }
 
-fn gauge(t: &ThreadStats, state: State) -> &AtomicU64 {
+fn gauge(t: &ThreadStats, state: Activity) -> &AtomicU64 {
     match state {
-        State::Idle => &t.idle,
-        State::Reading => &t.reading,
-        State::Writing => &t.writing,
+        Activity::Idle => &t.idle,
+        Activity::Reading => &t.reading,
+        Activity::Writing => &t.writing,
     }
 }
 
@@ -248,15 +248,15 @@ mod conn_stats_tests {
     fn state_and_served_count_share_four_bytes() {
         assert_eq!(std::mem::size_of::<ConnStats>(), 4);
         let c = ConnStats::accepted();
-        assert_eq!((c.state(), c.served()), (State::Idle, 0));
-        c.set(State::Writing);
+        assert_eq!((c.state(), c.served()), (Activity::Idle, 0));
+        c.set(Activity::Writing);
         assert_eq!(c.count_served(), 1);
         assert_eq!(c.count_served(), 2);
-        assert_eq!((c.state(), c.served()), (State::Writing, 2));
-        c.set(State::Reading);
-        assert_eq!((c.state(), c.served()), (State::Reading, 2));
+        assert_eq!((c.state(), c.served()), (Activity::Writing, 2));
+        c.set(Activity::Reading);
+        assert_eq!((c.state(), c.served()), (Activity::Reading, 2));
         c.packed.set(c.packed.get() | SERVED_MASK);
         assert_eq!(c.count_served(), SERVED_MASK, "saturates");
-        assert_eq!(c.state(), State::Reading);
+        assert_eq!(c.state(), Activity::Reading);
     }
 }

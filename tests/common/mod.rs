@@ -410,3 +410,21 @@ pub fn curl(args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
+
+/// `VmHWM` (peak) or `VmRSS` (now) of a process, in bytes.
+pub fn memory(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
+    let kb: u64 = line[key.len() + 1..]
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kb * 1024
+}
+
+/// Reset a process's peak RSS (`VmHWM`) to its current RSS.
+pub fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}

@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::http::{self, Precondition, Validators};
 use osprey_sdk::{Request, Response};
 
 /// Milliseconds since the Unix epoch (entries outlive the process on disk).
@@ -193,10 +194,22 @@ impl Entry {
         now.saturating_sub(self.fresh_until_ms) / 1000
     }
 
-    /// Fill `resp` from the entry. A client's own conditional request is answered 304 when
-    /// it matches. `stale` adds `Warning: 110`.
+    /// Fill `resp` from the entry. A client's own conditional request is answered from the
+    /// entry's validators (304, or 412 when a precondition fails). `stale` adds `Warning: 110`.
     pub fn serve(&self, req: &Request<'_>, resp: &mut Response, now: u64, stale: bool) {
         resp.clear();
+        let validators =
+            Validators::from_headers(self.header("etag"), self.header("last-modified"));
+        let verdict = http::evaluate(req, &validators);
+        if verdict == Precondition::Failed {
+            // Not the entry's headers: its Cache-Control must not make the 412 cacheable.
+            http::respond_error(
+                resp,
+                412,
+                "the cached response does not match the request's preconditions",
+            );
+            return;
+        }
         for (n, v) in &self.headers {
             resp.header(n.clone(), v.clone());
         }
@@ -207,35 +220,10 @@ impl Entry {
         if stale {
             resp.header("Warning", "110 - \"Response is Stale\"");
         }
-        if self.not_modified_for(req) {
+        if verdict == Precondition::NotModified {
             resp.status(304);
         } else {
             resp.body_shared(self.body.clone());
-        }
-    }
-
-    fn not_modified_for(&self, req: &Request<'_>) -> bool {
-        if let Some(inm) = req.header("if-none-match") {
-            let Some(etag) = self.header("etag") else {
-                return false;
-            };
-            let bare = |t: &str| t.trim().trim_start_matches("W/").to_owned();
-            return inm
-                .split(',')
-                .any(|t| t.trim() == "*" || bare(t) == bare(etag));
-        }
-        match (
-            req.header("if-modified-since"),
-            self.header("last-modified"),
-        ) {
-            (Some(ims), Some(lm)) => match (
-                httpdate::parse_http_date(ims),
-                httpdate::parse_http_date(lm),
-            ) {
-                (Ok(ims), Ok(lm)) => lm <= ims,
-                _ => false,
-            },
-            _ => false,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! "filters": [{"type": "gzip", "compression": 6, "min_length": 100, "cache_dir": "/var/cache/osprey/gzip"}]
 //! ```
 
-mod negotiate;
+mod eligible;
 mod store;
 mod stream;
 
@@ -16,12 +16,13 @@ use std::sync::Arc;
 
 use flate2::{write::GzEncoder, Compression};
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::http::{self, Precondition, Validators};
 use osprey_sdk::{
     filter_box, host, parse_config, Body, ConfigError, FileRange, Filter, FilterBox, Mode, Module,
     Request, Response,
 };
 
-use negotiate::{accepts_gzip, add_vary, eligible, weaken_etag, DEFAULT_TYPES};
+use eligible::{add_vary, eligible, weaken_etag, DEFAULT_TYPES};
 use store::{Source, Store, Variant};
 
 struct GzipModule;
@@ -155,6 +156,13 @@ impl Filter for Gzip {
         if !accepts_gzip(req) {
             return;
         }
+        if variant_not_modified(req, resp) {
+            // The client holds this compressed variant: nothing to compress.
+            resp.status(304);
+            resp.body = Body::Empty;
+            mark_encoded(resp);
+            return;
+        }
         let body = std::mem::replace(&mut resp.body, Body::Empty);
         let gz = match body {
             Body::Stream(inner) => {
@@ -205,6 +213,22 @@ impl Gzip {
         }
         Ok(gz)
     }
+}
+
+fn accepts_gzip(req: &Request<'_>) -> bool {
+    http::accepts(req, "gzip")
+}
+
+/// Whether the client's `If-None-Match` / `If-Modified-Since` match the compressed variant's
+/// validators (its ETag is the weakened one). Only a 304 is decided here: the handler has
+/// already answered the other preconditions against its own representation.
+fn variant_not_modified(req: &Request<'_>, resp: &Response) -> bool {
+    let etag = resp.get_header("etag").map(|t| match t.starts_with("W/") {
+        true => t.to_owned(),
+        false => format!("W/{t}"),
+    });
+    let validators = Validators::from_headers(etag.as_deref(), resp.get_header("last-modified"));
+    http::evaluate(req, &validators) == Precondition::NotModified
 }
 
 fn mark_encoded(resp: &mut Response) {

@@ -74,3 +74,36 @@ impl Handler for Hello {
 }
 
 osprey_sdk::export_module!(HelloModule);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osprey_sdk::testing::{self, TestRequest, Verdict};
+
+    #[test]
+    fn echoes_the_request_escaped() {
+        let module: HelloModule = testing::module("null").unwrap();
+        let hello = testing::handler(&module, "hello", r#"{"prefix": "/hello"}"#).unwrap();
+        let req = TestRequest::parse(
+            b"GET /hello/x?q=%3Cb%3E HTTP/1.0\r\nHost: Example.org\r\nX-Evil: <script>\r\n\r\n",
+        )
+        .unwrap()
+        .route_prefix("/hello");
+        let resp = testing::call(&hello, &req);
+        assert_eq!((resp.verdict, resp.status()), (Verdict::Done, 200));
+        assert_eq!(
+            resp.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        let html = resp.text();
+        for row in [
+            "<tr><th>path_info</th><td>/x</td></tr>",
+            "<tr><th>http</th><td>1.0</td></tr>",
+            "<tr><th>host</th><td>example.org</td></tr>",
+            "<tr><th>X-Evil</th><td>&lt;script&gt;</td></tr>",
+            "<tr><th>?q</th><td>&lt;b&gt;</td></tr>",
+        ] {
+            assert!(html.contains(row), "{row} in {html}");
+        }
+    }
+}

@@ -62,6 +62,8 @@ pub struct Entry {
     /// The source file (canonical) and its stamp when the thumbnail was made.
     pub src: PathBuf,
     pub stamp: Stamp,
+    /// A strong validator: the digest of everything the bytes depend on.
+    pub etag: String,
     /// The disk-cache file holding the same bytes, if any.
     pub disk: Option<PathBuf>,
     pub body: RArc<RVec<u8>>,
@@ -95,6 +97,15 @@ pub fn lookup(cache: &MemCache, key: &str) -> Option<Arc<Entry>> {
     cache.get(key).filter(|e| e.is_fresh())
 }
 
+/// The `ETag` of the thumbnail made from `identity` (what its bytes depend on).
+pub fn etag_for(identity: &str) -> String {
+    format!("\"{}\"", digest_hex(identity))
+}
+
+fn digest_hex(identity: &str) -> String {
+    hex::encode(&Sha256::digest(identity.as_bytes())[..16])
+}
+
 /// The disk cache of one filter.
 pub struct DiskCache {
     dir: PathBuf,
@@ -109,9 +120,7 @@ impl DiskCache {
     /// The file for one version of one thumbnail: the name hashes everything the bytes
     /// depend on, so a changed source (or watermark) never matches an old file.
     pub fn path_for(&self, identity: &str, ext: &str) -> PathBuf {
-        let digest = Sha256::digest(identity.as_bytes());
-        self.dir
-            .join(format!("{}.{ext}", hex::encode(&digest[..16])))
+        self.dir.join(format!("{}.{ext}", digest_hex(identity)))
     }
 
     pub fn read(&self, path: &Path) -> Option<Vec<u8>> {

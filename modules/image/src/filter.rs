@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use osprey_sdk::http::{self, clean_path, Precondition, Validators};
 use osprey_sdk::{host, Filter, Mode, Request, Response, Step};
 
 use crate::cache::{self, DiskCache, Entry, Source, Stamp};
 use crate::command::{split_name, Command, Format, Thumb};
-use crate::path::{self, PathError};
+use crate::path;
 use crate::render::{self, RenderError};
 use crate::{sign, watermark, Settings};
 
@@ -60,16 +61,21 @@ impl ImageFilter {
         if !matches!(req.method.as_str(), "GET" | "HEAD") {
             return Prep::Pass;
         }
-        // A path that does not normalise is left for the handler to refuse.
-        let Ok(rel) = path::normalize(req.path_info.as_str()) else {
+        // Paths are refused by the rules static applies, so both modules agree on a name.
+        let clean = match clean_path(req.path_info.as_str()) {
+            Ok(clean) => clean,
+            Err(bad) => return Prep::Reject(400, bad.reason()),
+        };
+        // A name that is not UTF-8 is no thumbnail name.
+        let Some(rel) = clean.as_str() else {
             return Prep::Pass;
         };
-        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", &rel));
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         let Some(thumb) = split_name(name) else {
             return Prep::Pass;
         };
         if !self.authorized(req, &thumb.command) {
-            return Prep::Reject(403, "this image command is not allowed\n");
+            return Prep::Reject(403, "this image command is not allowed");
         }
         let (w, h) = thumb.command.size();
         let limits = &self.settings.limits;
@@ -77,7 +83,7 @@ impl ImageFilter {
             || h > limits.max_height
             || (w as u64) * (h as u64) * 4 > limits.max_alloc
         {
-            return Prep::Reject(400, "the requested thumbnail is too large\n");
+            return Prep::Reject(400, "the requested thumbnail is too large");
         }
         let key = format!("{}\0{rel}", self.id);
         if let Some(entry) = cache::lookup(&self.settings.mem, &key) {
@@ -111,26 +117,34 @@ impl ImageFilter {
         from: Source,
     ) {
         let modified = entry.stamp.modified();
-        let unchanged = req
-            .header("if-modified-since")
-            .and_then(|v| httpdate::parse_http_date(v).ok())
-            .is_some_and(|since| modified <= since);
         resp.header("Last-Modified", httpdate::fmt_http_date(modified))
+            .header("ETag", entry.etag.clone())
             .header("X-Image-Cache", from.as_str());
-        if unchanged {
-            resp.status(304);
-            return;
+        let validators = Validators {
+            etag: Some(&entry.etag),
+            last_modified: Some(modified),
+        };
+        match http::evaluate(req, &validators) {
+            Precondition::Proceed => {
+                resp.status(200)
+                    .content_type(format.content_type())
+                    .body_shared(entry.body.clone());
+            }
+            Precondition::NotModified => {
+                resp.status(304);
+            }
+            Precondition::Failed => http::respond_error(
+                resp,
+                412,
+                "the thumbnail does not match the request's preconditions",
+            ),
         }
-        resp.status(200)
-            .content_type(format.content_type())
-            .body_shared(entry.body.clone());
     }
 
     /// Find the source, then take the thumbnail from memory, disk, or render it.
     fn make(&self, req: &Request<'_>, miss: Miss, resp: &mut Response) -> Step {
-        let src = match path::resolve(&self.root, &miss.source) {
-            Ok(src) => src,
-            Err(PathError::NotFound | PathError::Bad) => return Step::Continue,
+        let Some(src) = path::resolve(&self.root, &miss.source) else {
+            return Step::Continue;
         };
         let Some(stamp) = Stamp::of(&src) else {
             return Step::Continue;
@@ -155,7 +169,14 @@ impl ImageFilter {
             let disk_path = self.disk.as_ref().map(|d| d.path_for(&identity, &ext));
             if let (Some(disk), Some(p)) = (&self.disk, &disk_path) {
                 if let Some(bytes) = disk.read(p) {
-                    return Ok(entry(&src, stamp, disk_path, bytes, Source::Disk));
+                    return Ok(entry(
+                        &src,
+                        stamp,
+                        &identity,
+                        disk_path,
+                        bytes,
+                        Source::Disk,
+                    ));
                 }
             }
             let bytes = std::fs::read(&src).map_err(|_| MakeError::Gone)?;
@@ -176,7 +197,7 @@ impl ImageFilter {
                     Err(e) => host::warn(&format!("cannot write {}: {e}", p.display())),
                 }
             }
-            Ok(entry(&src, stamp, kept, out, Source::Rendered))
+            Ok(entry(&src, stamp, &identity, kept, out, Source::Rendered))
         });
         match made {
             Ok((entry, from)) => {
@@ -186,14 +207,18 @@ impl ImageFilter {
             Err(MakeError::Gone) => Step::Continue,
             Err(MakeError::Render(e)) => {
                 host::error(&format!("{} ({}): {e}", req.path, src.display()));
-                let status = match e {
-                    RenderError::TooLarge(_) => 422,
-                    _ => 500,
+                let (status, text) = match e {
+                    RenderError::TooLarge(_) => (422, "the source image is too large to process\n"),
+                    RenderError::Busy => {
+                        resp.header("Retry-After", "1");
+                        (
+                            503,
+                            "too many images are being processed; try again shortly\n",
+                        )
+                    }
+                    _ => (500, "the source image cannot be processed\n"),
                 };
-                resp.status(status).text(match e {
-                    RenderError::TooLarge(_) => "the source image is too large to process\n",
-                    _ => "the source image cannot be processed\n",
-                });
+                resp.status(status).text(text);
                 Step::Respond
             }
         }
@@ -206,7 +231,10 @@ impl ImageFilter {
         mark: Option<&std::path::Path>,
     ) -> Result<Vec<u8>, RenderError> {
         let s = &self.settings;
-        let img = render::decode(bytes, &s.limits)?;
+        let (img, _permit) = render::decode(bytes, &s.limits, |w, h, decoded| {
+            s.budget
+                .reserve(crate::budget::estimate(w, h, decoded, &thumb.command))
+        })?;
         let mut out = render::apply(&img, &thumb.command);
         drop(img);
         if let Some(path) = mark {
@@ -224,6 +252,7 @@ impl ImageFilter {
 fn entry(
     src: &std::path::Path,
     stamp: Stamp,
+    identity: &str,
     disk: Option<PathBuf>,
     bytes: Vec<u8>,
     origin: Source,
@@ -231,6 +260,7 @@ fn entry(
     Entry {
         src: src.to_owned(),
         stamp,
+        etag: cache::etag_for(identity),
         disk,
         body: osprey_sdk::abi_stable::std_types::RArc::new(bytes.into()),
         origin,
@@ -249,7 +279,7 @@ impl Filter for ImageFilter {
         match self.prepare(req) {
             Prep::Pass => Step::Continue,
             Prep::Reject(status, why) => {
-                resp.status(status).text(why);
+                http::respond_error(resp, status, why);
                 Step::Respond
             }
             Prep::Hit(entry, format) => {

@@ -5,7 +5,8 @@
 //! watermark, cached in memory and on disk. Requests without a command pass on to the
 //! route's handler. See `docs/image.md`.
 //!
-//! Module settings live in `modules.image`; each route's filter names its directory:
+//! Module settings live in `modules.image` (or NXWEB's `modules.image_filter`); a route's
+//! filter serves the route's `dir` unless it names its own:
 //!
 //! ```json
 //! "modules": {"image": {"allowed_cmds": ["100x100", "c50x50"], "sign_key": "00ff..."}},
@@ -13,9 +14,11 @@
 //!              "filters": [{"type": "image", "dir": "www/img", "cache_dir": "cache/img"}]}]
 //! ```
 
+pub mod budget;
 pub mod cache;
 pub mod command;
 mod filter;
+mod nxweb;
 pub mod path;
 pub mod render;
 pub mod sign;
@@ -32,10 +35,10 @@ pub use command::{parse_command, split_name, Command, Format, Gravity, ParseErro
 /// `modules.image`.
 #[derive(serde::Deserialize)]
 struct ModuleConf {
-    /// Commands anyone may ask for (e.g. `"100x100"`, `"c50x50"`).
+    /// Commands anyone may ask for (e.g. `"100x100"`, `"c50x50"`, or NXWEB's objects).
     #[serde(default)]
-    allowed_cmds: Vec<String>,
-    /// Hex key for signed commands (`?sig=`).
+    allowed_cmds: Vec<nxweb::AllowedCmd>,
+    /// Key for signed commands (`?sig=`): hex, or any other string as its bytes (NXWEB).
     #[serde(default)]
     sign_key: Option<String>,
     /// A PNG to stamp on thumbnails (else `watermark.png` found next to the images).
@@ -53,6 +56,19 @@ struct ModuleConf {
     memory_cache_size: u64,
     #[serde(default = "default_quality")]
     jpeg_quality: u8,
+    /// Bytes all renders may hold at once (estimated); 0: no limit.
+    #[serde(default = "default_render_memory")]
+    max_render_memory: u64,
+    /// Seconds a render waits for that memory before a 503.
+    #[serde(default = "default_render_wait")]
+    render_wait: f64,
+}
+
+fn default_render_memory() -> u64 {
+    1 << 30
+}
+fn default_render_wait() -> f64 {
+    5.0
 }
 
 fn default_watermark_min() -> u32 {
@@ -74,8 +90,12 @@ fn default_quality() -> u8 {
 /// A route's `{"type": "image", ...}`.
 #[derive(serde::Deserialize)]
 struct FilterConf {
-    /// The directory the route serves (the source images).
-    dir: PathBuf,
+    /// The directory of the source images; by default the route's `dir` (NXWEB).
+    #[serde(default)]
+    dir: Option<PathBuf>,
+    /// Given by the core: the route's `dir`.
+    #[serde(default)]
+    route_dir: Option<PathBuf>,
     /// Where computed thumbnails are kept across restarts; none: memory only.
     #[serde(default)]
     cache_dir: Option<PathBuf>,
@@ -91,6 +111,7 @@ pub(crate) struct Settings {
     pub jpeg_quality: u8,
     pub mem: cache::MemCache,
     pub marks: watermark::Marks,
+    pub budget: budget::Budget,
 }
 
 pub struct ImageModule {
@@ -104,24 +125,24 @@ impl Module for ImageModule {
     fn new(json: &str) -> Result<Self, ConfigError> {
         let conf: ModuleConf = parse_config(json)?;
         let mut allowed = HashSet::new();
-        for text in &conf.allowed_cmds {
-            let cmd = parse_command(text).map_err(|e| {
+        for entry in &conf.allowed_cmds {
+            let text = entry.text().map_err(|e| {
+                ConfigError::at_key(json, "allowed_cmds", format!("allowed_cmds: {e}"))
+            })?;
+            let cmd = parse_command(&text).map_err(|e| {
                 ConfigError::at_key(json, "allowed_cmds", format!("allowed_cmds: `{text}`: {e}"))
             })?;
             allowed.insert(cmd);
         }
         let sign_key = match &conf.sign_key {
             None => None,
-            Some(hex_key) => match hex::decode(hex_key) {
-                Ok(key) if key.len() >= 16 => Some(key),
-                _ => {
-                    return Err(ConfigError::at_key(
-                        json,
-                        "sign_key",
-                        "sign_key must be at least 16 bytes written in hex",
-                    ))
-                }
-            },
+            Some(text) => Some(nxweb::sign_key(text).ok_or_else(|| {
+                ConfigError::at_key(
+                    json,
+                    "sign_key",
+                    "sign_key must be at least 16 bytes (hex, or any string as its bytes)",
+                )
+            })?),
         };
         if let Some(path) = &conf.watermark {
             if !path.is_file() {
@@ -146,6 +167,13 @@ impl Module for ImageModule {
                 "max_width and max_height must be positive",
             ));
         }
+        if !(0.0..=3600.0).contains(&conf.render_wait) {
+            return Err(ConfigError::at_key(
+                json,
+                "render_wait",
+                "render_wait is 0 to 3600 seconds",
+            ));
+        }
         Ok(ImageModule {
             settings: Arc::new(Settings {
                 allowed,
@@ -160,20 +188,28 @@ impl Module for ImageModule {
                 jpeg_quality: conf.jpeg_quality,
                 mem: cache::mem_cache(conf.memory_cache_size),
                 marks: watermark::Marks::default(),
+                budget: budget::Budget::new(
+                    conf.max_render_memory,
+                    std::time::Duration::from_secs_f64(conf.render_wait),
+                ),
             }),
         })
     }
 
     fn new_filter(&self, _kind: &str, json: &str) -> Result<FilterBox, ConfigError> {
         let conf: FilterConf = parse_config(json)?;
-        let root = std::fs::canonicalize(&conf.dir)
+        let dir = conf
+            .dir
+            .or(conf.route_dir)
+            .ok_or_else(|| ConfigError::new("missing field `dir` (set it here or on the route)"))?;
+        let root = std::fs::canonicalize(&dir)
             .ok()
             .filter(|d| d.is_dir())
             .ok_or_else(|| {
                 ConfigError::at_key(
                     json,
                     "dir",
-                    format!("dir `{}` is not a directory", conf.dir.display()),
+                    format!("dir `{}` is not a directory", dir.display()),
                 )
             })?;
         let disk = match conf.cache_dir {

@@ -1,6 +1,7 @@
 //! Decoding (with limits), the three commands, the watermark, and encoding. Pure functions
 //! of bytes in and bytes out: no file system, no caches.
 
+use std::borrow::Cow;
 use std::io::Cursor;
 
 use image::codecs::jpeg::JpegEncoder;
@@ -39,6 +40,8 @@ pub enum RenderError {
     Corrupt(String),
     /// Encoding failed (should not happen).
     Encode(String),
+    /// The render memory budget stays spent: try again shortly.
+    Busy,
 }
 
 impl std::fmt::Display for RenderError {
@@ -47,6 +50,7 @@ impl std::fmt::Display for RenderError {
             RenderError::TooLarge(m) => write!(f, "image exceeds the decoder limits: {m}"),
             RenderError::Corrupt(m) => write!(f, "cannot decode image: {m}"),
             RenderError::Encode(m) => write!(f, "cannot encode image: {m}"),
+            RenderError::Busy => write!(f, "the render memory budget is spent"),
         }
     }
 }
@@ -59,9 +63,16 @@ fn decode_error(e: ImageError) -> RenderError {
 }
 
 /// Decode `bytes` (format guessed from the content; GIF gives its first frame) within
-/// `limits`, with the EXIF orientation applied.
-pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<DynamicImage, RenderError> {
-    let mut reader = ImageReader::new(Cursor::new(bytes))
+/// `limits`, with the EXIF orientation applied. Once the header is read, before any pixel
+/// buffer exists, `reserve(width, height, decoded bytes)` may refuse the render or return
+/// what it reserved (kept by the caller while it works on the image).
+pub fn decode<P>(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+    reserve: impl FnOnce(u32, u32, u64) -> Result<P, RenderError>,
+) -> Result<(DynamicImage, P), RenderError> {
+    let bytes = without_icc_profile(bytes);
+    let mut reader = ImageReader::new(Cursor::new(&bytes[..]))
         .with_guessed_format()
         .map_err(|e| RenderError::Corrupt(e.to_string()))?;
     match reader.format() {
@@ -80,10 +91,47 @@ pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<DynamicImage, Rende
     budget
         .reserve(decoder.total_bytes())
         .map_err(decode_error)?;
+    let (w, h) = decoder.dimensions();
+    let permit = reserve(w, h, decoder.total_bytes())?;
     let orientation = decoder.orientation().map_err(decode_error)?;
     let mut img = DynamicImage::from_decoder(decoder).map_err(decode_error)?;
     img.apply_orientation(orientation);
-    Ok(img)
+    Ok((img, permit))
+}
+
+/// A PNG without its iCCP chunks. The profile is never used (no metadata is written), and the
+/// decoder would inflate it up to `max_alloc` bytes: a few KB of zlib can claim a gigabyte.
+/// Other formats, and PNGs without a profile, are returned as they are.
+fn without_icc_profile(bytes: &[u8]) -> Cow<'_, [u8]> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    if !bytes.starts_with(SIGNATURE) || !png_chunks(bytes).any(|(_, _, icc)| icc) {
+        return Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    out.extend_from_slice(SIGNATURE);
+    let mut end = SIGNATURE.len();
+    for (from, to, icc) in png_chunks(bytes) {
+        if !icc {
+            out.extend_from_slice(&bytes[from..to]);
+        }
+        end = to;
+    }
+    out.extend_from_slice(&bytes[end..]);
+    Cow::Owned(out)
+}
+
+/// The chunks of a PNG after its signature: (start, end, is iCCP). Each is its length (4
+/// bytes), type (4), data and CRC (4); a truncated last one ends at the end of `bytes`.
+fn png_chunks(bytes: &[u8]) -> impl Iterator<Item = (usize, usize, bool)> + '_ {
+    let mut pos = 8;
+    std::iter::from_fn(move || {
+        let head = bytes.get(pos..pos + 8)?;
+        let len = u32::from_be_bytes(head[..4].try_into().ok()?) as usize;
+        let end = pos.checked_add(12)?.checked_add(len)?.min(bytes.len());
+        let chunk = (pos, end, &head[4..8] == b"iCCP");
+        pos = end;
+        Some(chunk)
+    })
 }
 
 /// `n * num / den`, rounded, at least 1.
@@ -202,6 +250,28 @@ pub fn encode(
 mod tests {
     use super::*;
 
+    fn no_budget(_: u32, _: u32, _: u64) -> Result<(), RenderError> {
+        Ok(())
+    }
+
+    #[test]
+    fn icc_profiles_are_dropped_before_decoding() {
+        let mut png = Vec::new();
+        DynamicImage::ImageRgb8(image::RgbImage::new(3, 2))
+            .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        // An iCCP chunk after IHDR (its content does not matter: it is never read).
+        let ihdr_end = 8 + 12 + 13;
+        let mut with_icc = png[..ihdr_end].to_vec();
+        with_icc.extend_from_slice(&[0, 0, 0, 5]);
+        with_icc.extend_from_slice(b"iCCPabcde");
+        with_icc.extend_from_slice(&[1, 2, 3, 4]);
+        with_icc.extend_from_slice(&png[ihdr_end..]);
+        assert_eq!(&without_icc_profile(&with_icc)[..], &png[..]);
+        assert!(matches!(without_icc_profile(&png), Cow::Borrowed(_)));
+        assert!(matches!(without_icc_profile(b"GIF89a"), Cow::Borrowed(_)));
+    }
+
     #[test]
     fn fit_never_enlarges_and_keeps_aspect() {
         assert_eq!(fit_size(400, 200, 100, 100), (100, 50));
@@ -277,7 +347,7 @@ mod tests {
             max_alloc: 1 << 20,
         };
         assert!(matches!(
-            decode(b"not an image at all", &limits),
+            decode(b"not an image at all", &limits, no_budget),
             Err(RenderError::Corrupt(_))
         ));
         let mut png = Vec::new();
@@ -286,18 +356,21 @@ mod tests {
             .unwrap();
         // 600x600 RGB is more than 1 MiB: refused by the allocation limit.
         assert!(matches!(
-            decode(&png, &limits),
+            decode(&png, &limits, no_budget),
             Err(RenderError::TooLarge(_))
         ));
         let wide = DecodeLimits {
             max_width: 100,
             ..limits
         };
-        assert!(matches!(decode(&png, &wide), Err(RenderError::TooLarge(_))));
+        assert!(matches!(
+            decode(&png, &wide, no_budget),
+            Err(RenderError::TooLarge(_))
+        ));
         let ok = DecodeLimits {
             max_alloc: 4 << 20,
             ..limits
         };
-        assert_eq!(decode(&png, &ok).unwrap().width(), 600);
+        assert_eq!(decode(&png, &ok, no_budget).unwrap().0.width(), 600);
     }
 }

@@ -64,7 +64,8 @@ impl Marks {
         }
         let bytes =
             std::fs::read(path).map_err(|e| format!("watermark {}: {e}", path.display()))?;
-        let img = render::decode(&bytes, limits)
+        // Loaded once and kept: outside the render budget.
+        let (img, ()) = render::decode(&bytes, limits, |_, _, _| Ok(()))
             .map_err(|e| format!("watermark {}: {e}", path.display()))?;
         let img = Arc::new(img.to_rgba8());
         self.loaded

@@ -43,7 +43,8 @@ const NOT_FORWARDED: &[&str] = &[
 struct RouteConf {
     /// A name from the configuration's `backends`.
     backend: String,
-    /// Replaces the route prefix in the path sent upstream (NXWEB's `uri`).
+    /// Replaces the route prefix in the path sent upstream (NXWEB's `uri`; `""` sends the path
+    /// below the prefix as it is).
     uri: Option<String>,
     /// Send the client's `Host` upstream instead of the server's address.
     #[serde(default)]
@@ -71,11 +72,13 @@ impl Module for ProxyModule {
             )
         })?;
         if let Some(uri) = &conf.uri {
-            if !uri.starts_with('/') || uri.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'?') {
+            // `""` (NXWEB): the path below the prefix, as it is.
+            let path = uri.is_empty() || uri.starts_with('/');
+            if !path || uri.bytes().any(|b| b <= b' ' || b == 0x7f || b == b'?') {
                 return Err(ConfigError::at_key(
                     route,
                     "uri",
-                    "uri must be a path starting with `/`",
+                    "uri must be empty or a path starting with `/`",
                 ));
             }
         }
@@ -110,6 +113,10 @@ impl Proxy {
                 target.push_str(base);
                 target.push_str(info);
             }
+        }
+        if target.is_empty() {
+            // `"uri": ""` and the prefix itself was asked for.
+            target.push('/');
         }
         if !req.query.is_empty() {
             target.push('?');
@@ -223,3 +230,89 @@ impl Handler for Proxy {
 }
 
 osprey_sdk::export_module!(ProxyModule);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osprey_sdk::testing::{self, TestRequest, Verdict};
+
+    fn proxy(route: &str) -> HandlerBox {
+        let module: ProxyModule = testing::module("null").unwrap();
+        testing::handler(&module, "http_proxy", route).unwrap()
+    }
+
+    #[test]
+    fn rewrites_the_target_and_forwarding_headers() {
+        testing::reset();
+        testing::add_backend("app");
+        testing::on_upstream(|_, _| {
+            let mut resp = Response::new();
+            resp.header("Via", "1.0 origin").text("from app");
+            Ok(resp)
+        });
+        let h = proxy(r#"{"prefix": "/app", "backend": "app", "uri": "/v1/"}"#);
+        let req = TestRequest::get("/app/items?id=3")
+            .route_prefix("/app")
+            .header("Host", "front.example")
+            .header("Connection", "keep-alive, X-Hop")
+            .header("X-Hop", "drop me")
+            .header("X-Forwarded-For", "10.0.0.1")
+            .header("Accept", "*/*")
+            .remote_addr("192.0.2.7:5000");
+        let resp = testing::call(&h, &req);
+        assert_eq!(
+            (resp.verdict, resp.text().as_str()),
+            (Verdict::Done, "from app")
+        );
+        assert_eq!(resp.header("via"), Some("1.0 origin, 1.1 osprey"));
+        let sent = testing::upstream_requests();
+        let (backend, up) = &sent[0];
+        assert_eq!(
+            (backend.as_str(), up.target.as_str()),
+            ("app", "/v1/items?id=3")
+        );
+        let header = |name: &str| {
+            up.headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value.to_string())
+        };
+        assert_eq!(
+            header("x-forwarded-for").as_deref(),
+            Some("10.0.0.1, 192.0.2.7")
+        );
+        assert_eq!(header("x-forwarded-host").as_deref(), Some("front.example"));
+        assert_eq!(header("accept").as_deref(), Some("*/*"));
+        assert_eq!(header("x-hop"), None);
+        assert_eq!(header("host"), None);
+    }
+
+    #[test]
+    fn upstream_failures_become_their_status_and_a_warning() {
+        testing::reset();
+        testing::add_backend("app");
+        testing::on_upstream(|_, _| {
+            Err(osprey_sdk::UpstreamError {
+                status: 504,
+                message: "upstream timed out".into(),
+            })
+        });
+        let h = proxy(r#"{"backend": "app"}"#);
+        let resp = testing::call(&h, &TestRequest::get("/x"));
+        assert_eq!(resp.verdict, Verdict::Error(504));
+        assert!(testing::logged(
+            osprey_sdk::host::Level::Warn,
+            "upstream timed out"
+        ));
+    }
+
+    #[test]
+    fn unknown_backend_is_a_config_error_naming_the_key() {
+        testing::reset();
+        let module: ProxyModule = testing::module("null").unwrap();
+        let err = testing::handler(&module, "http_proxy", r#"{"backend": "nope"}"#)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("no backend named `nope`"), "{err}");
+    }
+}

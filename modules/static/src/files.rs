@@ -12,12 +12,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use moka::sync::Cache;
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::http::CleanPath;
 use osprey_sdk::OpenFile;
 
 use crate::config::Config;
 use crate::mime;
 use crate::open::{open_beneath, open_root};
-use crate::path::Clean;
 
 /// Where a representation's bytes are.
 pub enum Source {
@@ -131,7 +131,7 @@ impl Files {
     }
 
     /// Find what `clean` names for `host`. A fresh cache hit makes no system call.
-    pub fn find(&self, host: &str, clean: &Clean) -> Found {
+    pub fn find(&self, host: &str, clean: &CleanPath) -> Found {
         let mut key = Vec::with_capacity(host.len() + clean.rel.len() + 2);
         if self.cfg.per_host {
             key.extend_from_slice(host.as_bytes());
@@ -203,7 +203,7 @@ impl Files {
         false
     }
 
-    fn load(&self, host: &str, clean: &Clean) -> io::Result<Found> {
+    fn load(&self, host: &str, clean: &CleanPath) -> io::Result<Found> {
         let root_path = if self.cfg.per_host {
             PathBuf::from(self.cfg.dir.replace("{host}", host))
         } else {

@@ -10,13 +10,12 @@ mod autoindex;
 mod config;
 mod files;
 mod front;
-mod http;
 mod mime;
 mod open;
-mod path;
 mod serve;
 
-use osprey_sdk::params::{html_escape, percent_decode_path};
+use osprey_sdk::http::{clean_path, respond_error};
+use osprey_sdk::params::percent_decode_path;
 use osprey_sdk::serde::Deserialize;
 use osprey_sdk::{
     handler_box, parse_config, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response,
@@ -70,12 +69,12 @@ impl Handler for Static {
                 front::remove(self.route, front_host, raw_path);
             }
         }
-        let clean = match path::clean(req.path_info.as_str()) {
+        let clean = match clean_path(req.path_info.as_str()) {
             Ok(clean) => clean,
             Err(bad) => return refuse(resp, 400, bad.reason()),
         };
         let host = req.host.as_str();
-        if cfg.per_host && !path::host_ok(host) {
+        if cfg.per_host && !host_ok(host) {
             return refuse(resp, 400, "this Host cannot name a document root");
         }
         match self.files.find(host, &clean) {
@@ -125,11 +124,35 @@ impl Handler for Static {
 
 /// An error page with a reason.
 fn refuse(resp: &mut Response, status: u16, reason: &str) -> Outcome {
-    resp.status(status).html(format!(
-        "<!DOCTYPE html>\n<html><head><title>{status}</title></head>\n<body><h1>{status}</h1>\n<p>{}</p>\n</body></html>\n",
-        html_escape(reason)
-    ));
+    respond_error(resp, status, reason);
     Outcome::Done
+}
+
+/// A host name usable as a directory name in a `{host}` root: not empty, no leading dot, and
+/// only the characters of DNS names and IP literals.
+fn host_ok(host: &str) -> bool {
+    !host.is_empty()
+        && !host.starts_with('.')
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_ok;
+
+    #[test]
+    fn checks_hosts() {
+        assert!(host_ok("example.com"));
+        assert!(host_ok("[::1]"));
+        assert!(!host_ok(""));
+        assert!(!host_ok(".."));
+        assert!(!host_ok(".hidden"));
+        assert!(!host_ok("a/b"));
+        assert!(!host_ok("a\\b"));
+    }
 }
 
 osprey_sdk::export_module!(StaticModule);

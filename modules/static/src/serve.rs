@@ -1,20 +1,23 @@
-//! Answering from a cached file entry: validators, 304, ranges (206 / 416 / multipart), and
-//! the precompressed variant.
+//! Answering from a cached file entry: validators, preconditions (304 / 412), ranges (206 /
+//! 416 / multipart), and the precompressed variant. The HTTP rules are the SDK's.
 
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use osprey_sdk::http::range::{content_range, multipart, unsatisfied_range};
+use osprey_sdk::http::{self, Precondition, Ranges, Validators};
 use osprey_sdk::{Body, Outcome, Request, Response};
 
 use crate::files::{Entry, Source, Variant};
-use crate::http::{self, Ranges, MAX_RANGES};
 
+/// Ranges beyond this many are not worth a multipart answer; the whole file is sent.
+const MAX_RANGES: usize = 16;
 /// A multipart answer is built in memory; beyond this many bytes the whole file is sent.
 const MULTIPART_LIMIT: u64 = 1024 * 1024;
 
 pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
-    let gz = entry.gz.as_ref().filter(|_| http::accepts_gzip(req));
+    let gz = entry.gz.as_ref().filter(|_| http::accepts(req, "gzip"));
     let v = gz.unwrap_or(&entry.plain);
     resp.header("Last-Modified", v.last_modified.clone())
         .header("ETag", v.etag.clone());
@@ -24,30 +27,44 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
     if gz.is_some() {
         resp.header("Content-Encoding", "gzip");
     }
-    if http::not_modified(req, &v.etag, v.mtime) {
-        resp.status(304);
-        return Outcome::Done;
+    let validators = Validators {
+        etag: Some(&v.etag),
+        last_modified: Some(v.mtime),
+    };
+    match http::evaluate(req, &validators) {
+        Precondition::Proceed => {}
+        Precondition::NotModified => {
+            resp.status(304);
+            return Outcome::Done;
+        }
+        Precondition::Failed => {
+            // The error page is not the gzip variant's bytes.
+            resp.remove_header("Content-Encoding");
+            http::respond_error(
+                resp,
+                412,
+                "the file does not match the request's preconditions",
+            );
+            return Outcome::Done;
+        }
     }
     resp.header("Accept-Ranges", "bytes");
-    let ranges = match http::if_range_ok(req, &v.etag, v.mtime) {
-        true => http::parse_ranges(req.header("range"), v.size),
-        false => Ranges::Full,
-    };
+    let ranges = http::requested_ranges(req, &validators, v.size);
     match ranges {
         Ranges::Full => {
             resp.header("Content-Type", entry.content_type);
             full(resp, v);
         }
         Ranges::Unsatisfiable => {
-            resp.status(416)
-                .header("Content-Range", format!("bytes */{}", v.size))
-                .text("requested range not satisfiable\n");
+            resp.remove_header("Content-Encoding")
+                .header("Content-Range", unsatisfied_range(v.size));
+            http::respond_error(resp, 416, "no requested range lies within the file");
         }
         Ranges::Some(r) if r.len() == 1 => {
             let (first, last) = r[0];
             resp.status(206)
                 .header("Content-Type", entry.content_type)
-                .header("Content-Range", format!("bytes {first}-{last}/{}", v.size));
+                .header("Content-Range", content_range((first, last), v.size));
             resp.body = slice(v, first, last);
         }
         Ranges::Some(r) => {
@@ -65,12 +82,7 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
                             "Content-Type",
                             format!("multipart/byteranges; boundary={boundary}"),
                         )
-                        .body(http::multipart(
-                            &boundary,
-                            entry.content_type,
-                            v.size,
-                            &refs,
-                        ));
+                        .body(multipart(&boundary, entry.content_type, v.size, &refs));
                 }
                 Some(Err(e)) => {
                     osprey_sdk::host::error(&format!("static: reading ranges: {e}"));

@@ -1,6 +1,7 @@
 //! Loading and checking the configuration file.
 
 pub mod jsonc;
+mod nxweb;
 mod tls;
 mod types;
 
@@ -94,7 +95,7 @@ pub struct Config {
     pub cpu_affinity: bool,
     pub worker_pool: PoolConfig,
     pub limits: Limits,
-    pub timeouts: Timeouts,
+    pub timeouts: TimeoutsConfig,
     pub tls: TlsConfig,
     pub http2: Http2Config,
     pub request_id: crate::request_id::RequestIds,
@@ -129,11 +130,17 @@ impl Config {
         }
         // A stable sort keeps file order among routes of equal priority.
         routes.sort_by_key(|r| r.core.priority);
-        let modules = raw
-            .modules
-            .iter()
-            .map(|(name, v)| (name.clone(), parser.section(v, format!("modules.{name}"))))
-            .collect();
+        let mut modules = BTreeMap::new();
+        for (name, v) in &raw.modules {
+            let section = parser.section(v, format!("modules.{name}"));
+            let module = nxweb::module_name(name);
+            if modules.insert(module.to_owned(), section).is_some() {
+                return Err(parser.error_at_key(
+                    name,
+                    &format!("modules.{name} configures `{module}` a second time"),
+                ));
+            }
+        }
         let workers = match raw.workers {
             Some(0) => return Err(parser.error_at_key("workers", "must be at least 1")),
             Some(n) => n,
@@ -257,8 +264,12 @@ impl<'a> Parser<'a> {
         }
         let list: RouteFilters = self.parse(raw.get(), section.line, &section.key)?;
         let mut filters = Vec::with_capacity(list.filters.len());
+        let dir = nxweb::route_dir(raw.get());
         for (j, f) in list.filters.iter().enumerate() {
-            let fsec = self.section(f, format!("{}.filters[{j}]", section.key));
+            let mut fsec = self.section(f, format!("{}.filters[{j}]", section.key));
+            if let Some(dir) = &dir {
+                fsec.json = nxweb::with_route_dir(&fsec.json, dir);
+            }
             let core: FilterCore = self.parse(f.get(), fsec.line, &fsec.key)?;
             filters.push(FilterSpec {
                 core,

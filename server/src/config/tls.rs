@@ -108,6 +108,9 @@ pub struct Http2Config {
     pub max_header_list_size: u32,
     /// Response bytes buffered per stream before waiting for the client's window.
     pub max_send_buffer_size: usize,
+    /// Control frames (PING, SETTINGS, WINDOW_UPDATE, ...) a client may send in a row without
+    /// a request before the connection is closed (GOAWAY ENHANCE_YOUR_CALM); 0: no limit.
+    pub max_control_frames: u32,
 }
 
 impl Default for Http2Config {
@@ -120,6 +123,7 @@ impl Default for Http2Config {
             max_frame_size: 16_384,
             max_header_list_size: 64 * 1024,
             max_send_buffer_size: 256 * 1024,
+            max_control_frames: 10_000,
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct FileConfig<'a> {
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
-    pub timeouts: Timeouts,
+    pub timeouts: TimeoutsConfig,
     /// Default certificates and TLS settings of secure listeners.
     #[serde(default)]
     pub tls: super::TlsConfig,
@@ -144,7 +144,7 @@ impl Default for Limits {
 /// Timeouts in seconds (fractions allowed).
 #[derive(Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields, default)]
-pub struct Timeouts {
+pub struct TimeoutsConfig {
     /// From a request's first byte to the end of its headers (slowloris).
     pub header: f64,
     /// Between two reads of a request body.
@@ -157,9 +157,9 @@ pub struct Timeouts {
     pub shutdown: f64,
 }
 
-impl Default for Timeouts {
+impl Default for TimeoutsConfig {
     fn default() -> Self {
-        Timeouts {
+        TimeoutsConfig {
             header: 30.0,
             body: 60.0,
             write: 60.0,

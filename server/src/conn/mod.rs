@@ -24,9 +24,9 @@ use crate::dispatch::{error_response, finished, BodyLoc, Finished, Peer};
 use crate::http::parse::{parse_into, BodyFraming, Head, Span};
 use crate::http::HttpError;
 use crate::server::Shared;
-use crate::stats::{ConnStats, State};
+use crate::stats::{Activity, ConnStats};
 use io::Io;
-use request::Step;
+use request::Stage;
 use wait::{Deadline, Ended};
 
 /// The HTTP/2 client preface: a cleartext connection that opens with it speaks h2c.
@@ -71,7 +71,7 @@ pub struct Rest(Waiting);
 enum Waiting {
     /// Its body is still to be read.
     Body(Box<Head>),
-    Step(Step),
+    Stage(Stage),
 }
 
 /// Why reading a head stopped.
@@ -173,23 +173,23 @@ impl<I: Io> Conn<I> {
         let rest = {
             let used = head.len;
             match self.serve_now(head, BodyLoc::InBuf(Span::default()), used, None) {
-                Step::KeepAlive { flush: false } => return Ok(true),
-                Step::KeepAlive { flush: true } => match self.flush_now(false) {
+                Stage::KeepAlive { flush: false } => return Ok(true),
+                Stage::KeepAlive { flush: true } => match self.flush_now(false) {
                     Ok(true) => return Ok(true),
-                    Ok(false) => Waiting::Step(Step::KeepAlive { flush: true }),
+                    Ok(false) => Waiting::Stage(Stage::KeepAlive { flush: true }),
                     Err(_) => return Ok(false),
                 },
                 // The client asked to close and everything is answered: done.
-                Step::Close { linger: false } => match self.flush_now(true) {
+                Stage::Close { linger: false } => match self.flush_now(true) {
                     Ok(true) if self.io.close_now() => {
-                        self.stats.set(State::Idle);
+                        self.stats.set(Activity::Idle);
                         return Ok(false);
                     }
-                    Ok(true) => Waiting::Step(Step::Closing),
-                    Ok(false) => Waiting::Step(Step::Close { linger: false }),
+                    Ok(true) => Waiting::Stage(Stage::Closing),
+                    Ok(false) => Waiting::Stage(Stage::Close { linger: false }),
                     Err(_) => return Ok(false),
                 },
-                step => Waiting::Step(step),
+                step => Waiting::Stage(step),
             }
         };
         Err(Rest(rest))
@@ -270,7 +270,7 @@ impl<I: Io> Conn<I> {
     /// The rest of a request after [`Conn::request_now`].
     async fn request_rest(&mut self, rest: Rest) -> std::io::Result<bool> {
         let step = match rest.0 {
-            Waiting::Step(step) => step,
+            Waiting::Stage(step) => step,
             Waiting::Body(head) => match self.read_request_body(head).await? {
                 Some(step) => step,
                 None => return Ok(false),
@@ -309,11 +309,11 @@ impl<I: Io> Conn<I> {
                     }
                     if !partial {
                         partial = true;
-                        self.stats.set(State::Reading);
+                        self.stats.set(Activity::Reading);
                         self.deadline.arm(timeouts.header, false);
                     }
                 } else {
-                    self.stats.set(State::Idle);
+                    self.stats.set(Activity::Idle);
                     let idle_for = if self.stats.served() == 0 {
                         timeouts.header
                     } else {
@@ -398,7 +398,7 @@ impl<I: Io> Conn<I> {
     /// Answer a protocol error and close.
     async fn fail(&mut self, minor: u8, e: HttpError) -> std::io::Result<()> {
         tracing::debug!("protocol error {}: {}", e.status, e.reason);
-        self.stats.set(State::Writing);
+        self.stats.set(Activity::Writing);
         let started = crate::dispatch::start_clock();
         let mut resp = pool::take_response();
         error_response(&mut resp, e.status, e.reason);
@@ -424,7 +424,7 @@ impl<I: Io> Conn<I> {
             set_cookies: &[],
         });
         self.flush(timeout).await?;
-        self.stats.set(State::Idle);
+        self.stats.set(Activity::Idle);
         self.io.close().await;
         Ok(())
     }

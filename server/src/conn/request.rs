@@ -14,7 +14,7 @@ use crate::dispatch::{
 };
 use crate::http::parse::{BodyFraming, Head, Span};
 use crate::http::HttpError;
-use crate::stats::State;
+use crate::stats::Activity;
 
 /// Pending pipelined output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
@@ -36,7 +36,7 @@ pub(super) struct Flight {
 /// Where a request stands; each step may have to wait. (Short-lived, on
 /// the stack or in the boxed request future: its size does not matter.)
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Step {
+pub(super) enum Stage {
     /// Waiting for the handler, with the body it reads as it arrives, if it streams one.
     Dispatching(Box<Unfinished>, Flight, Option<Box<Streamed>>),
     Sending(Exchange, Started, Flight),
@@ -75,8 +75,8 @@ impl<I: Io> Conn<I> {
     pub(super) async fn read_request_body(
         &mut self,
         head: Box<Head>,
-    ) -> std::io::Result<Option<Step>> {
-        self.stats.set(State::Writing);
+    ) -> std::io::Result<Option<Stage>> {
+        self.stats.set(Activity::Writing);
         let shared = &self.shared;
         let (path, host) = (head.path(&self.buf), head.host(&self.buf));
         let intake = shared.router.body_intake(path, host, self.peer.secure);
@@ -138,8 +138,8 @@ impl<I: Io> Conn<I> {
         body: BodyLoc,
         used: usize,
         mut streamed: Option<Box<Streamed>>,
-    ) -> Step {
-        self.stats.set(State::Writing);
+    ) -> Stage {
+        self.stats.set(Activity::Writing);
         let served = self.stats.count_served();
         let flight = Flight {
             minor: head.minor,
@@ -164,12 +164,12 @@ impl<I: Io> Conn<I> {
         match dispatch_now(&self.shared, &self.peer, ex) {
             // Answered before its streamed body was read: the body is left unread.
             Routed::Answered(ex) => self.respond(ex, flight.cut_if(streamed.is_some())),
-            Routed::Waits(rest) => Step::Dispatching(rest, flight, streamed),
+            Routed::Waits(rest) => Stage::Dispatching(rest, flight, streamed),
         }
     }
 
     /// Put the response in `out`; done unless its body has to be sent on its own.
-    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Step {
+    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Stage {
         ex.stamp_id(&self.shared.config.request_id);
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
@@ -191,17 +191,17 @@ impl<I: Io> Conn<I> {
         // A large or file body: send what the socket takes now; wait only for the rest.
         match respond::send_now(&mut self.io, &mut self.out, started) {
             Ok(Ok(sent)) => self.answered(ex, flight, sent),
-            Ok(Err(started)) => Step::Sending(ex, started, flight),
+            Ok(Err(started)) => Stage::Sending(ex, started, flight),
             Err(e) => {
                 tracing::debug!(peer = %self.peer.remote, "connection ended: {e}");
-                Step::Close { linger: false }
+                Stage::Close { linger: false }
             }
         }
     }
 
     /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
     /// the connection does next.
-    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Step {
+    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Stage {
         finished(Finished {
             peer: &self.peer,
             request: Some((&self.buf, &ex.head)),
@@ -216,38 +216,38 @@ impl<I: Io> Conn<I> {
         // Keep pipelined bytes that follow this request.
         self.buf.drain(..flight.used.min(self.buf.len()));
         if let Some(tunnel) = sent.upgrade {
-            return Step::Upgrade(tunnel);
+            return Stage::Upgrade(tunnel);
         }
         if !sent.keep_alive {
-            return Step::Close {
+            return Stage::Close {
                 linger: !(flight.client_close && self.buf.is_empty()),
             };
         }
         // The answer is complete once flushed: the connection waits from here on.
         self.stats.set(if self.buf.is_empty() {
-            State::Idle
+            Activity::Idle
         } else {
-            State::Reading
+            Activity::Reading
         });
         // Pipelined requests' answers are gathered into one write.
         let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
-        Step::KeepAlive {
+        Stage::KeepAlive {
             flush: !next_head_buffered || self.out.len() >= FLUSH_AT,
         }
     }
 
     /// Take a request through the steps that wait. Returns whether the connection stays open.
-    pub(super) async fn continue_request(&mut self, mut step: Step) -> std::io::Result<bool> {
+    pub(super) async fn continue_request(&mut self, mut step: Stage) -> std::io::Result<bool> {
         let timeout = self.shared.timeouts.write;
         loop {
             step = match step {
-                Step::Dispatching(rest, flight, None) => {
+                Stage::Dispatching(rest, flight, None) => {
                     match finish(&self.shared, &self.peer, *rest).await {
                         Dispatched::Answered(ex) => self.respond(ex, flight),
-                        Dispatched::Lost => Step::Lost(flight),
+                        Dispatched::Lost => Stage::Lost(flight),
                     }
                 }
-                Step::Dispatching(rest, flight, Some(body)) => {
+                Stage::Dispatching(rest, flight, Some(body)) => {
                     // The body is read while the handler runs, and no longer once it answered.
                     let finishing = finish(&self.shared, &self.peer, *rest);
                     let feeding = streamed::feed(&mut self.io, *body, self.shared.timeouts.body);
@@ -258,15 +258,15 @@ impl<I: Io> Conn<I> {
                             self.respond(ex, flight)
                         }
                         (Dispatched::Answered(ex), _) => self.respond(ex, flight.cut_if(true)),
-                        (Dispatched::Lost, _) => Step::Lost(flight),
+                        (Dispatched::Lost, _) => Stage::Lost(flight),
                     }
                 }
-                Step::Sending(ex, started, flight) => {
+                Stage::Sending(ex, started, flight) => {
                     let sent =
                         respond::send_rest(&mut self.io, &mut self.out, started, timeout).await?;
                     self.answered(ex, flight, sent)
                 }
-                Step::Lost(flight) => {
+                Stage::Lost(flight) => {
                     let mut resp = pool::take_response();
                     error_response(&mut resp, 500, "");
                     let sent = respond::write_response(
@@ -293,16 +293,16 @@ impl<I: Io> Conn<I> {
                     self.flush(timeout).await?;
                     return Ok(false);
                 }
-                Step::KeepAlive { flush } => {
+                Stage::KeepAlive { flush } => {
                     if flush {
                         self.flush(timeout).await?;
                     }
                     return Ok(true);
                 }
-                Step::Close { linger } => {
+                Stage::Close { linger } => {
                     self.flush(timeout).await?;
                     // Lingering until the peer closes counts as waiting.
-                    self.stats.set(State::Idle);
+                    self.stats.set(Activity::Idle);
                     if linger {
                         self.io.close().await;
                     } else if !self.io.close_now() {
@@ -310,11 +310,11 @@ impl<I: Io> Conn<I> {
                     }
                     return Ok(false);
                 }
-                Step::Closing => {
+                Stage::Closing => {
                     self.io.finish_close().await;
                     return Ok(false);
                 }
-                Step::Upgrade(tunnel) => {
+                Stage::Upgrade(tunnel) => {
                     // 101: the connection is no longer HTTP; bytes already read belong to the
                     // tunnel.
                     self.flush(timeout).await?;

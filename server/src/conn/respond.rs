@@ -4,11 +4,12 @@
 use std::io;
 use std::time::Duration;
 
-use osprey_sdk::{Body, FfiPoll, Response, TunnelBox};
+use osprey_sdk::{Body, Response, TunnelBox};
 
 use super::io::{Cork, Io};
+use crate::body::Pieces;
 use crate::dispatch::error_response;
-use crate::http::encode::{invalid_header, write_chunk, write_head, Framing, LAST_CHUNK};
+use crate::http::encode::{invalid_header, write_chunk, write_head, ResponseFraming, LAST_CHUNK};
 use crate::http::status::bodiless;
 
 /// Bodies up to this size are copied next to the head.
@@ -44,7 +45,7 @@ pub struct Started {
     rest: Body,
     /// Bytes of `rest` already written.
     done: u64,
-    framing: Framing,
+    framing: ResponseFraming,
 }
 
 impl Started {
@@ -79,12 +80,12 @@ pub fn start_response(
     }
     let no_body = bodiless(resp.status);
     let framing = match (no_body, resp.body.len()) {
-        (true, _) => Framing::None,
-        (false, Some(n)) => Framing::Length(n),
-        (false, None) if minor == 1 => Framing::Chunked,
+        (true, _) => ResponseFraming::None,
+        (false, Some(n)) => ResponseFraming::Length(n),
+        (false, None) if minor == 1 => ResponseFraming::Chunked,
         (false, None) => {
             keep_alive = false;
-            Framing::Close
+            ResponseFraming::Close
         }
     };
     write_head(out, minor, resp.status, &resp.headers, framing, keep_alive);
@@ -197,69 +198,21 @@ pub async fn send_rest<I: Io>(
                 .await?;
             out.clear();
         }
-        Body::Stream(mut stream) => {
+        Body::Stream(stream) => {
             io.write_all(&[out], timeout).await?;
             out.clear();
-            let chunked = framing == Framing::Chunked;
-            let mut sent: u64 = 0;
-            loop {
-                let next = std::future::poll_fn(|cx| {
-                    use async_ffi::ContextExt;
-                    match cx.with_ffi_context(|fcx| stream.poll_chunk(fcx)) {
-                        FfiPoll::Ready(v) => std::task::Poll::Ready(Some(v)),
-                        FfiPoll::Pending => std::task::Poll::Pending,
-                        FfiPoll::Panicked => std::task::Poll::Ready(None),
-                    }
-                });
-                match timed_value(timeout, next).await? {
-                    Some(osprey_sdk::abi_stable::std_types::ROption::RSome(
-                        osprey_sdk::abi_stable::std_types::RResult::ROk(chunk),
-                    )) => {
-                        if chunk.is_empty() {
-                            continue;
-                        }
-                        sent += chunk.len() as u64;
-                        if let Framing::Length(n) = framing {
-                            if sent > n {
-                                tracing::error!(
-                                    "response stream is longer than its declared {n} bytes"
-                                );
-                                return Err(io::Error::other("stream too long"));
-                            }
-                        }
-                        body_bytes += chunk.len() as u64;
-                        if chunked {
-                            write_chunk(out, &chunk);
-                            io.write_all(&[out], timeout).await?;
-                            out.clear();
-                        } else {
-                            io.write_all(&[&chunk], timeout).await?;
-                        }
-                    }
-                    Some(osprey_sdk::abi_stable::std_types::ROption::RNone) => {
-                        if let Framing::Length(n) = framing {
-                            if sent != n {
-                                tracing::error!(
-                                    "response stream ended after {sent} of its declared {n} bytes"
-                                );
-                                return Err(io::Error::other("stream too short"));
-                            }
-                        }
-                        break;
-                    }
-                    Some(osprey_sdk::abi_stable::std_types::ROption::RSome(
-                        osprey_sdk::abi_stable::std_types::RResult::RErr(e),
-                    )) => {
-                        tracing::error!("response stream failed: {e}");
-                        return Err(io::Error::other("stream failed"));
-                    }
-                    None => {
-                        tracing::error!("response stream panicked");
-                        return Err(io::Error::other("stream panicked"));
-                    }
+            let mut pieces = Pieces::new(stream, timeout);
+            while let Some(piece) = pieces.next().await? {
+                if framing == ResponseFraming::Chunked {
+                    write_chunk(out, &piece);
+                    io.write_all(&[out], timeout).await?;
+                    out.clear();
+                } else {
+                    io.write_all(&[&piece], timeout).await?;
                 }
             }
-            if chunked {
+            body_bytes += pieces.sent();
+            if framing == ResponseFraming::Chunked {
                 out.extend_from_slice(LAST_CHUNK);
             }
         }
@@ -282,13 +235,4 @@ fn take_upgrade(resp: &mut Response, minor: u8) -> Option<TunnelBox> {
     tracing::error!("a 101 response needs an upgrade body and an HTTP/1.1 request; answering 500");
     error_response(resp, 500, "");
     None
-}
-
-async fn timed_value<T>(
-    limit: Duration,
-    fut: impl std::future::Future<Output = T>,
-) -> io::Result<T> {
-    tokio::time::timeout(limit, fut)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "stream timed out"))
 }

@@ -4,6 +4,7 @@ use arrayvec::ArrayVec;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr};
 use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
 
+use crate::http::body_buf::BodyBuf;
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
 use crate::request_id::{self, RequestId};
@@ -13,8 +14,8 @@ use crate::request_id::{self, RequestId};
 pub enum BodyLoc {
     /// Contiguous in the read buffer (Content-Length bodies).
     InBuf(Span),
-    /// Decoded from chunks.
-    Owned(Vec<u8>),
+    /// Read into a buffer of its own (chunked, large, HTTP/2).
+    Owned(BodyBuf),
 }
 
 /// Facts about the connection a request came on.
@@ -84,7 +85,7 @@ impl Exchange {
         }
         let body: &[u8] = match &self.body {
             BodyLoc::InBuf(span) => span.get(buf),
-            BodyLoc::Owned(v) => v,
+            BodyLoc::Owned(v) => &v[..],
         };
         let path = head.path(buf);
         let req = Request {
@@ -123,6 +124,31 @@ impl Exchange {
     pub(crate) fn method(&self) -> &str {
         self.head.method(&self.buf)
     }
+}
+
+/// Answer a handler's `Outcome::Error` / `Reply::Error` with the core's error page, keeping
+/// the headers the handler set (CORS, `Cache-Control`, cookies: nginx's `add_header ... always`)
+/// except those that describe a body the page replaces.
+pub fn handler_error_response(resp: &mut Response, status: u16) {
+    let mut kept = std::mem::take(&mut resp.headers);
+    kept.retain(|h| !describes_body(&h.name));
+    error_response(resp, status, "");
+    kept.append(&mut resp.headers);
+    resp.headers = kept;
+}
+
+/// Headers about the representation in the body, wrong for an error page.
+fn describes_body(name: &str) -> bool {
+    let name = name.as_bytes();
+    name.len() >= 8 && name[..8].eq_ignore_ascii_case(b"content-")
+        || [
+            &b"etag"[..],
+            b"last-modified",
+            b"transfer-encoding",
+            b"accept-ranges",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// Fill `resp` with the core's error page.

@@ -13,10 +13,13 @@ use crate::server::Shared;
 mod exchange;
 mod finished;
 pub mod incoming;
+use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
 
 /// How a request's run through the routes ended.
+// `Answered` is every request's path: boxing the exchange would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Dispatched {
     /// Answered — by a handler, a filter, the core's 404/405, or a busy pool's 503: the
     /// response is in `ex.resp`.
@@ -52,7 +55,7 @@ fn handled(outcome: Outcome, resp: &mut Response) -> Handled {
             Handled::Declined
         }
         Outcome::Error(status) => {
-            error_response(resp, status, "");
+            handler_error_response(resp, status);
             Handled::Answered
         }
         Outcome::Later(future) => Handled::Later(future),
@@ -63,7 +66,7 @@ fn handled(outcome: Outcome, resp: &mut Response) -> Handled {
 fn replied(reply: Reply, resp: &mut Response) {
     match reply {
         Reply::Done(answer) => *resp = answer,
-        Reply::Error(status) => error_response(resp, status, ""),
+        Reply::Error(status) => handler_error_response(resp, status),
     }
 }
 
@@ -215,6 +218,8 @@ pub struct Unfinished {
 }
 
 /// Routing done as far as it goes without waiting.
+// As for `Dispatched`: the answered case stays unboxed.
+#[allow(clippy::large_enum_variant)]
 pub enum Routed {
     /// Answered: the response is in `ex.resp`.
     Answered(Exchange),

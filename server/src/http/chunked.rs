@@ -1,6 +1,7 @@
 //! Incremental decoder of chunked request bodies (RFC 9112 7.1). Strict: CRLF line endings,
 //! hex sizes of at most 16 digits, bounded extensions and trailers.
 
+use super::body_buf::BodyBuf;
 use super::{bad, HttpError};
 
 const MAX_LINE: usize = 4096;
@@ -18,6 +19,34 @@ enum State {
     TrailerLf,
     EndLf,
     Done,
+}
+
+/// Where decoded data goes.
+pub trait Sink {
+    /// Bytes received so far.
+    fn size(&self) -> usize;
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError>;
+}
+
+impl Sink for Vec<u8> {
+    fn size(&self) -> usize {
+        self.len()
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        self.extend_from_slice(data);
+        Ok(())
+    }
+}
+
+impl Sink for BodyBuf {
+    fn size(&self) -> usize {
+        self.len()
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        self.extend(data)
+    }
 }
 
 #[derive(Debug)]
@@ -49,7 +78,7 @@ impl Decoder {
     pub fn decode(
         &mut self,
         input: &[u8],
-        out: &mut Vec<u8>,
+        out: &mut impl Sink,
         max: u64,
     ) -> Result<usize, HttpError> {
         let mut i = 0;
@@ -87,7 +116,7 @@ impl Decoder {
                     if b != b'\n' {
                         return Err(bad("bad chunk size line ending"));
                     }
-                    if out.len() as u64 + self.size > max {
+                    if out.size() as u64 + self.size > max {
                         return Err(HttpError::new(413, "request body too large"));
                     }
                     self.digits = 0;
@@ -99,7 +128,7 @@ impl Decoder {
                 }
                 State::Data => {
                     let take = (self.size as usize).min(input.len() - i);
-                    out.extend_from_slice(&input[i..i + take]);
+                    out.put(&input[i..i + take])?;
                     self.size -= take as u64;
                     i += take;
                     if self.size == 0 {

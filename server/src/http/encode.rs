@@ -6,7 +6,7 @@ use super::{date, status};
 
 /// How the body is delimited on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub enum ResponseFraming {
     /// `Content-Length: n` (also sent for HEAD, with no body following).
     Length(u64),
     /// `Transfer-Encoding: chunked` (HTTP/1.1 only).
@@ -62,7 +62,7 @@ pub fn write_head(
     minor: u8,
     status: u16,
     headers: &[HeaderPair],
-    framing: Framing,
+    framing: ResponseFraming,
     keep_alive: bool,
 ) {
     out.extend_from_slice(if minor == 0 {
@@ -91,12 +91,12 @@ pub fn write_head(
         out.extend_from_slice(b"\r\nServer: osprey");
     }
     match framing {
-        Framing::Length(n) => {
+        ResponseFraming::Length(n) => {
             out.extend_from_slice(b"\r\nContent-Length: ");
             out.extend_from_slice(num.format(n).as_bytes());
         }
-        Framing::Chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
-        Framing::Close | Framing::None => {}
+        ResponseFraming::Chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
+        ResponseFraming::Close | ResponseFraming::None => {}
     }
     match (keep_alive, minor) {
         _ if status == 101 => out.extend_from_slice(b"\r\nConnection: upgrade"),
@@ -138,7 +138,7 @@ mod tests {
             pair("Content-Type", "text/plain"),
             pair("Content-Length", "999"),
         ];
-        write_head(&mut out, 1, 200, &headers, Framing::Length(5), true);
+        write_head(&mut out, 1, 200, &headers, ResponseFraming::Length(5), true);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{text}");
         assert!(text.contains("\r\nContent-Type: text/plain\r\n"));
@@ -152,12 +152,12 @@ mod tests {
     #[test]
     fn http10_keep_alive_and_close() {
         let mut out = Vec::new();
-        write_head(&mut out, 0, 404, &[], Framing::Close, false);
+        write_head(&mut out, 0, 404, &[], ResponseFraming::Close, false);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.0 404 Not Found\r\n"));
         assert!(text.contains("Connection: close"));
         let mut out = Vec::new();
-        write_head(&mut out, 0, 200, &[], Framing::Length(0), true);
+        write_head(&mut out, 0, 200, &[], ResponseFraming::Length(0), true);
         assert!(String::from_utf8(out)
             .unwrap()
             .contains("Connection: keep-alive"));

@@ -1,7 +1,9 @@
 //! HTTP/1.x wire format: parsing requests, decoding chunked bodies, encoding responses.
 
+pub mod body_buf;
 pub mod chunked;
 pub mod date;
+pub mod diagnose;
 pub mod encode;
 pub mod parse;
 pub mod status;

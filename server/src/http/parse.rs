@@ -150,7 +150,7 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
             check_partial_size(buf, data, limits)?;
             return Ok(false);
         }
-        Err(e) => return Err(map_parse_error(e)),
+        Err(e) => return Err(super::diagnose::explain(data, e, limits.max_request_line)),
     };
     check_request_line(data, limits)?;
     if skip + len > limits.max_header_bytes {
@@ -207,12 +207,7 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
                 content_length = Some(n);
             }
             17 if h.name.eq_ignore_ascii_case("transfer-encoding") => {
-                if chunked || !v.eq_ignore_ascii_case(b"chunked") {
-                    return Err(bad(
-                        "unsupported Transfer-Encoding (only a single `chunked`)",
-                    ));
-                }
-                chunked = true;
+                transfer_codings(v, &mut chunked)?;
             }
             10 if h.name.eq_ignore_ascii_case("connection") => {
                 for token in v.split(|&b| b == b',') {
@@ -353,6 +348,40 @@ fn trim(buf: &[u8], span: Span) -> Span {
     span.sub(start, end)
 }
 
+/// One Transfer-Encoding value (a list of codings). Only `chunked`, once, is understood:
+/// another coding is 501 (RFC 9112 §6.1, as nginx); `chunked` twice, or a malformed list, 400.
+fn transfer_codings(v: &[u8], chunked: &mut bool) -> Result<(), HttpError> {
+    let mut codings = 0;
+    for coding in v.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+        if coding.is_empty() {
+            continue;
+        }
+        codings += 1;
+        let name = coding
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or(coding)
+            .trim_ascii();
+        if name.is_empty() || !name.iter().all(|&b| super::diagnose::is_tchar(b)) {
+            return Err(bad("malformed Transfer-Encoding"));
+        }
+        if !coding.eq_ignore_ascii_case(b"chunked") {
+            return Err(HttpError::new(
+                501,
+                "unsupported transfer coding (only `chunked`)",
+            ));
+        }
+        if *chunked {
+            return Err(bad("`chunked` applied more than once"));
+        }
+        *chunked = true;
+    }
+    if codings == 0 {
+        return Err(bad("empty Transfer-Encoding"));
+    }
+    Ok(())
+}
+
 fn parse_length(v: &[u8]) -> Result<u64, HttpError> {
     if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
         return Err(bad("malformed Content-Length"));
@@ -386,18 +415,6 @@ fn too_large(data: &[u8], limits: &Limits) -> HttpError {
     match memchr::memchr(b'\n', data) {
         Some(n) if n <= limits.max_request_line => HttpError::new(431, "request headers too large"),
         _ => HttpError::new(414, "request line too long"),
-    }
-}
-
-fn map_parse_error(e: httparse::Error) -> HttpError {
-    use httparse::Error::*;
-    match e {
-        TooManyHeaders => HttpError::new(431, "too many headers"),
-        Version => HttpError::new(505, "only HTTP/1.0 and HTTP/1.1 are supported"),
-        HeaderName => bad("invalid header name"),
-        HeaderValue => bad("invalid byte in a header value"),
-        NewLine | Status => bad("malformed line ending"),
-        Token => bad("invalid method"),
     }
 }
 
@@ -479,8 +496,8 @@ mod tests {
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \"chunked\"\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n",
@@ -502,6 +519,10 @@ mod tests {
     #[test]
     fn other_statuses() {
         assert_eq!(err("GET / HTTP/2.0\r\n\r\n").status, 505);
+        for te in ["xchunked", "chunked, identity", "gzip, chunked", "identity"] {
+            let raw = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert_eq!(err(&raw).status, 501, "{te}");
+        }
         assert_eq!(
             err("GET / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n").status,
             417

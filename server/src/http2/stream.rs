@@ -10,15 +10,17 @@ use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue};
-use osprey_sdk::abi_stable::std_types::{RArc, ROption, RResult, RVec};
-use osprey_sdk::{Body, FfiPoll, Response};
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::{Body, Response};
 
+use crate::body::Pieces;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
     dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
 };
+use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse, BodyFraming, Head, Span};
+use crate::http::parse::{parse, BodyFraming, Head};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::server::Shared;
@@ -41,16 +43,12 @@ pub async fn handle(
     let mut buf = Vec::with_capacity(1024);
     let mut streamed = None;
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
-        Ok((head, stream_limit)) => {
-            let span = Span {
-                start: head.len as u32,
-                end: buf.len() as u32,
-            };
+        Ok((head, stream_limit, content)) => {
             let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
             let mut ex = Exchange {
                 buf,
                 head: Box::new(head),
-                body: BodyLoc::InBuf(span),
+                body: BodyLoc::Owned(content),
                 resp: Response::default(),
                 extra: Vec::new(),
                 stream: None,
@@ -127,16 +125,17 @@ pub async fn handle(
     });
 }
 
-/// Write the head in HTTP/1.1 form into `buf`, parse it, then append the body — unless the
-/// handler streams it: then the route's body limit comes back with the head, and the body is
-/// fed to the handler as it arrives (`feed_body`).
+/// Write the head in HTTP/1.1 form into `buf` and parse it, then read the body into a
+/// [`BodyBuf`] (its size once, given back with the request) — unless the handler streams it:
+/// then the route's body limit comes back with the head, and the body is fed to the handler as
+/// it arrives (`feed_body`).
 async fn read_request(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     buf: &mut Vec<u8>,
     peer: &Peer,
     shared: &Shared,
-) -> Result<(Head, Option<u64>), HttpError> {
+) -> Result<(Head, Option<u64>, BodyBuf), HttpError> {
     let authority = parts.uri.authority().map(|a| a.as_str());
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     buf.extend_from_slice(parts.method.as_str().as_bytes());
@@ -175,17 +174,21 @@ async fn read_request(
         }
     }
     if intake.streamed && !body.is_end_stream() {
-        return Ok((head, Some(limit)));
+        return Ok((head, Some(limit), BodyBuf::default()));
     }
+    let mut content = match head.body {
+        BodyFraming::Length(n) => BodyBuf::with_capacity(n)?,
+        _ => BodyBuf::default(),
+    };
     let timeout = shared.timeouts.body;
     while let Some(data) = next_data(body, timeout).await? {
-        if (buf.len() - head.len + data.len()) as u64 > limit {
+        if (content.len() + data.len()) as u64 > limit {
             return Err(HttpError::new(413, "request body too large"));
         }
-        buf.extend_from_slice(&data);
+        content.extend(&data)?;
         let _ = body.flow_control().release_capacity(data.len());
     }
-    Ok((head, None))
+    Ok((head, None, content))
 }
 
 /// Feed a streamed body to its handler as DATA frames arrive. Flow-control capacity is given
@@ -309,42 +312,23 @@ async fn send(
                 send_bytes(&mut stream, chunk.freeze(), off >= end, timeout).await?;
             }
         }
-        Body::Stream(mut source) => loop {
-            let next = std::future::poll_fn(|cx| {
-                use async_ffi::ContextExt;
-                match cx.with_ffi_context(|fcx| source.poll_chunk(fcx)) {
-                    FfiPoll::Ready(v) => std::task::Poll::Ready(Some(v)),
-                    FfiPoll::Pending => std::task::Poll::Pending,
-                    FfiPoll::Panicked => std::task::Poll::Ready(None),
-                }
-            });
-            match tokio::time::timeout(timeout, next)
-                .await
-                .map_err(|_| "stream timed out")?
-            {
-                Some(ROption::RSome(RResult::ROk(chunk))) => {
-                    sent += chunk.len() as u64;
-                    if !chunk.is_empty() {
-                        send_bytes(&mut stream, Bytes::from(chunk.into_vec()), false, timeout)
-                            .await?;
+        Body::Stream(source) => {
+            let mut pieces = Pieces::new(source, timeout);
+            loop {
+                match pieces.next().await {
+                    Ok(Some(piece)) => {
+                        send_bytes(&mut stream, Bytes::from(piece.into_vec()), false, timeout)
+                            .await?
+                    }
+                    Ok(None) => break stream.send_data(Bytes::new(), true)?,
+                    Err(e) => {
+                        stream.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return Err(e.into());
                     }
                 }
-                Some(ROption::RNone) => {
-                    stream.send_data(Bytes::new(), true)?;
-                    break;
-                }
-                Some(ROption::RSome(RResult::RErr(e))) => {
-                    tracing::error!("response stream failed: {e}");
-                    stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                    break;
-                }
-                None => {
-                    tracing::error!("response stream panicked");
-                    stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                    break;
-                }
             }
-        },
+            sent = pieces.sent();
+        }
     }
     Ok(sent)
 }

@@ -4,6 +4,7 @@
 mod host;
 mod loader;
 mod registry;
+mod stock;
 
 pub use loader::{load_library, resolve_library};
 pub use registry::Registry;

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use abi_stable::std_types::RStr;
 use osprey_sdk::{FilterBox, HandlerBox, Lifecycle, ModuleRef};
 
+use super::stock::{self, Stock};
 use super::{host::host, load_library, resolve_library};
 use crate::config::{Config, ConfigError, Section};
 
@@ -33,6 +34,7 @@ impl Registry {
             let root = load_library(&path)?;
             reg.add(root, path.display().to_string())?;
         }
+        reg.load_stock_on_demand(config)?;
         for (name, section) in &config.modules {
             if !reg.modules.iter().any(|m| &m.name == name) {
                 return Err(ConfigError {
@@ -55,6 +57,57 @@ impl Registry {
             }
         }
         Ok(reg)
+    }
+
+    /// Load the stock library of every handler, filter and `modules.<name>` the configuration
+    /// names that no loaded module provides.
+    fn load_stock_on_demand(&mut self, config: &Config) -> Result<(), String> {
+        let mut wanted: Vec<(&Stock, &Section, String)> = Vec::new();
+        for route in &config.routes {
+            let handler = &route.core.handler;
+            if !self.handlers.contains_key(handler) {
+                if let Some(s) = stock::providing(handler, false) {
+                    wanted.push((s, &route.section, format!("handler `{handler}`")));
+                }
+            }
+            for f in &route.filters {
+                let kind = &f.core.kind;
+                if !self.filters.contains_key(kind) {
+                    if let Some(s) = stock::providing(kind, true) {
+                        wanted.push((s, &f.section, format!("filter `{kind}`")));
+                    }
+                }
+            }
+        }
+        for (name, section) in &config.modules {
+            if !self.modules.iter().any(|m| &m.name == name) {
+                if let Some(s) = stock::named(name) {
+                    wanted.push((s, section, format!("`modules.{name}`")));
+                }
+            }
+        }
+        for (stock, section, why) in wanted {
+            if self.modules.iter().any(|m| m.name == stock.module) {
+                continue;
+            }
+            let path = resolve_library(stock.library);
+            let root = load_library(&path).map_err(|e| {
+                ConfigError {
+                    file: config.file.clone(),
+                    line: section.line,
+                    key: section.key.clone(),
+                    message: format!(
+                        "{why} is provided by the stock module `{}`, which cannot be loaded \
+                         ({e}); add its library to `load`: {{\"so\": \"/path/to/libosprey_{}.so\"}}",
+                        stock.module, stock.library
+                    ),
+                }
+                .to_string()
+            })?;
+            tracing::debug!("{why} loads the stock module {}", stock.module);
+            self.add(root, path.display().to_string())?;
+        }
+        Ok(())
     }
 
     fn add(&mut self, root: ModuleRef, path: String) -> Result<(), String> {
@@ -130,7 +183,8 @@ impl Registry {
                 line: section.line,
                 key: section.key.clone(),
                 message: format!(
-                    "no loaded module provides {what} `{kind}` (known: {})",
+                    "no loaded module provides {what} `{kind}` (known: {}); add the library \
+                     that provides it to `load`",
                     if known.is_empty() {
                         "none".into()
                     } else {

@@ -91,7 +91,7 @@ async fn plain_http_error(tcp: &mut TcpStream) {
         1,
         400,
         &headers,
-        crate::http::encode::Framing::Length(body.len() as u64),
+        crate::http::encode::ResponseFraming::Length(body.len() as u64),
         false,
     );
     out.extend_from_slice(body.as_ref());

@@ -1,6 +1,7 @@
 //! Choosing a server of a backend: smooth weighted round robin, least connections, or
 //! weighted rendezvous hashing of the client address. Servers that are down or already tried
-//! for this request are skipped.
+//! for this request are skipped;
+//! passively ejected servers are tried when nothing else is left.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
@@ -10,10 +11,32 @@ use super::state::{now_ms, ServerState};
 use super::Backend;
 
 impl Backend {
-    /// The server for the next attempt, or `None` when every server is down or tried.
+    /// The server for the next attempt, or `None` when every server is tried or marked down by
+    /// its health checks. A server whose passive ejection is over gets one request (the
+    /// probe). When every server left is passively ejected they are tried anyway, as nginx
+    /// does with a single server: ejection steers traffic to the others, it never leaves a
+    /// backend with none.
     pub fn pick(&self, client_ip: &str, tried: &[usize]) -> Option<usize> {
         let now = now_ms();
-        let usable = |i: usize| !tried.contains(&i) && self.servers[i].available(now);
+        let mut lost_probe: Vec<usize> = Vec::new();
+        loop {
+            let skip = |i: usize| tried.contains(&i) || lost_probe.contains(&i);
+            let Some(i) = self.choose(client_ip, |i| !skip(i) && self.servers[i].available(now))
+            else {
+                break;
+            };
+            if self.servers[i].claim(now, self.fail_timeout) {
+                return Some(i);
+            }
+            // Another request is probing it.
+            lost_probe.push(i);
+        }
+        self.choose(client_ip, |i| {
+            !tried.contains(&i) && self.servers[i].is_healthy()
+        })
+    }
+
+    fn choose(&self, client_ip: &str, usable: impl Fn(usize) -> bool) -> Option<usize> {
         match self.balance {
             Balance::RoundRobin => {
                 let mut current = self.rr.lock().unwrap_or_else(|e| e.into_inner());

@@ -13,14 +13,14 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::state::ActiveGuard;
-use super::wire::Framing;
+use super::wire::UpstreamFraming;
 use super::{pool, Backend};
 use crate::http::chunked::Decoder;
 
 /// Read at most this much per chunk.
 const READ_SIZE: usize = 64 * 1024;
 
-enum State {
+enum Remaining {
     Length(u64),
     Chunked(Decoder),
     Close,
@@ -33,7 +33,7 @@ pub struct UpstreamBody {
     stream: Option<TcpStream>,
     /// Bytes read and not yet passed on.
     buf: Vec<u8>,
-    state: State,
+    state: Remaining,
     keep_alive: bool,
     known_len: Option<u64>,
     timer: Pin<Box<Sleep>>,
@@ -53,15 +53,15 @@ impl UpstreamBody {
         server: usize,
         stream: TcpStream,
         buf: Vec<u8>,
-        framing: Framing,
+        framing: UpstreamFraming,
         keep_alive: bool,
         guard: ActiveGuard,
     ) -> UpstreamBody {
         let (state, known_len) = match framing {
-            Framing::Length(n) => (State::Length(n), Some(n)),
-            Framing::Chunked => (State::Chunked(Decoder::default()), None),
-            Framing::Close => (State::Close, None),
-            Framing::None => (State::Length(0), Some(0)),
+            UpstreamFraming::Length(n) => (Remaining::Length(n), Some(n)),
+            UpstreamFraming::Chunked => (Remaining::Chunked(Decoder::default()), None),
+            UpstreamFraming::Close => (Remaining::Close, None),
+            UpstreamFraming::None => (Remaining::Length(0), Some(0)),
         };
         let read_timeout = backend.read_timeout;
         UpstreamBody {
@@ -81,7 +81,7 @@ impl UpstreamBody {
 
     /// The body ended cleanly: reuse the connection when nothing is left over.
     fn finish(&mut self) {
-        self.state = State::Done;
+        self.state = Remaining::Done;
         self.guard = None;
         if let Some(stream) = self.stream.take() {
             if self.keep_alive && self.buf.is_empty() {
@@ -91,7 +91,7 @@ impl UpstreamBody {
     }
 
     fn fail(&mut self, message: &str) -> Chunk {
-        self.state = State::Done;
+        self.state = Remaining::Done;
         self.stream = None;
         self.guard = None;
         let server = &self.backend.servers[self.server];
@@ -103,12 +103,12 @@ impl UpstreamBody {
     /// Pass on what is buffered, if anything can be.
     fn emit(&mut self) -> Option<Chunk> {
         match &mut self.state {
-            State::Done => Some(ROption::RNone),
-            State::Length(0) => {
+            Remaining::Done => Some(ROption::RNone),
+            Remaining::Length(0) => {
                 self.finish();
                 Some(ROption::RNone)
             }
-            State::Length(left) => {
+            Remaining::Length(left) => {
                 if self.buf.is_empty() {
                     return None;
                 }
@@ -124,7 +124,7 @@ impl UpstreamBody {
                 }
                 Some(ROption::RSome(RResult::ROk(RVec::from(chunk))))
             }
-            State::Chunked(decoder) => {
+            Remaining::Chunked(decoder) => {
                 if self.buf.is_empty() {
                     return None;
                 }
@@ -148,7 +148,7 @@ impl UpstreamBody {
                     (true, false) => None,
                 }
             }
-            State::Close => {
+            Remaining::Close => {
                 if self.buf.is_empty() {
                     return None;
                 }
@@ -189,7 +189,7 @@ impl UpstreamBody {
             }
             match stream.try_read_buf(&mut self.buf) {
                 Ok(0) => {
-                    if matches!(self.state, State::Close) {
+                    if matches!(self.state, Remaining::Close) {
                         self.keep_alive = false;
                         self.finish();
                         return Poll::Ready(ROption::RNone);

@@ -35,14 +35,16 @@ pub struct BackendConfig {
     /// Further servers to try after a failed attempt (only where retrying is safe).
     #[serde(default = "default_retries")]
     pub retries: u32,
-    /// Consecutive failures (connect errors, timeouts, bad responses, 5xx) that eject a server.
+    /// Consecutive failures (connect errors, timeouts, bad responses; 5xx with `fail_on_5xx`)
+    /// that eject a server.
     #[serde(default = "default_max_fails")]
     pub max_fails: u32,
     /// Seconds an ejected server gets no traffic.
     #[serde(default = "default_fail_timeout")]
     pub fail_timeout: f64,
-    /// A 5xx response counts as a failure for passive ejection.
-    #[serde(default = "yes")]
+    /// A 5xx response counts as a failure for passive ejection (off by default, as in nginx:
+    /// a server that answers is working).
+    #[serde(default)]
     pub fail_on_5xx: bool,
 }
 
@@ -107,9 +109,6 @@ fn default_max_fails() -> u32 {
 }
 fn default_fail_timeout() -> f64 {
     10.0
-}
-fn yes() -> bool {
-    true
 }
 fn default_weight() -> u32 {
     1

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
 use super::state::ActiveGuard;
-use super::wire::{self, Encoded, Framing, Parsed, RespHead};
+use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
 
 /// Why an attempt failed.
@@ -240,8 +240,8 @@ fn respond(
         if server.record_failure(backend.max_fails, backend.fail_timeout) {
             tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?} after status {}", backend.fail_timeout, head.status);
         }
-    } else {
-        server.record_success();
+    } else if server.record_success() {
+        tracing::info!(backend = %backend.name, server = %server.name, "server answered: back in service");
     }
     let mut resp = Response::new();
     resp.status = head.status;
@@ -259,7 +259,7 @@ fn respond(
         return resp;
     }
     match head.framing {
-        Framing::None | Framing::Length(0) => {
+        UpstreamFraming::None | UpstreamFraming::Length(0) => {
             if head.keep_alive && rest.is_empty() {
                 pool::put(backend.id, i, stream, backend.keepalive);
             }

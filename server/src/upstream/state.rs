@@ -40,7 +40,8 @@ impl ServerState {
         }
     }
 
-    /// May this server get traffic now?
+    /// Not ejected, or ejected and waiting for its probe. A server whose ejection is over still
+    /// has to win `claim` before it gets a request.
     pub fn available(&self, now: u64) -> bool {
         self.healthy.load(Ordering::Relaxed) && now >= self.down_until.load(Ordering::Relaxed)
     }
@@ -54,26 +55,52 @@ impl ServerState {
         self.healthy.swap(healthy, Ordering::Relaxed) != healthy
     }
 
-    /// A request failed on this server. Returns true when this failure ejects it.
-    pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
-        let fails = self.fails.fetch_add(1, Ordering::Relaxed) + 1;
-        if fails >= max_fails {
-            // Start counting afresh: after `fail_timeout` the server gets traffic again, and
-            // `max_fails` new failures eject it again.
-            self.fails.store(0, Ordering::Relaxed);
-            let until = now_ms() + fail_timeout.as_millis() as u64;
-            self.down_until.store(until, Ordering::Relaxed);
+    /// Take this server for a request chosen by the balancer. A server in service is always
+    /// taken. One whose ejection is over is taken by one request only, the passive probe: the
+    /// others see it ejected for another `fail_timeout` until the probe's outcome is recorded.
+    pub fn claim(&self, now: u64, fail_timeout: Duration) -> bool {
+        let until = self.down_until.load(Ordering::Relaxed);
+        if until == 0 {
             return true;
         }
-        false
+        now >= until
+            && self
+                .down_until
+                .compare_exchange(
+                    until,
+                    now + millis(fail_timeout),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
-    /// A request succeeded: failures are counted consecutively.
-    pub fn record_success(&self) {
+    /// A request failed on this server. Returns true when this failure takes it out of service
+    /// (a failed probe or a failure while every server is ejected keeps it out, silently).
+    pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if fails < max_fails {
+            return false;
+        }
+        // `fails` stays counted (as nginx's): once back, a single failure ejects it again,
+        // until a success resets the count.
+        let until = now_ms() + millis(fail_timeout);
+        self.down_until.swap(until, Ordering::Relaxed) == 0
+    }
+
+    /// A request got an answer: the server is in service again at once. Returns true when it
+    /// was ejected.
+    pub fn record_success(&self) -> bool {
         if self.fails.load(Ordering::Relaxed) != 0 {
             self.fails.store(0, Ordering::Relaxed);
         }
+        self.down_until.load(Ordering::Relaxed) != 0
+            && self.down_until.swap(0, Ordering::Relaxed) != 0
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().max(1) as u64
 }
 
 /// Counts a request in flight on a server while it lives.
@@ -97,17 +124,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ejects_after_max_fails_and_recovers() {
+    fn ejects_after_max_fails_and_recovers_on_an_answer() {
+        let t = Duration::from_secs(60);
         let s = ServerState::new("127.0.0.1:1".parse().unwrap(), "x".into(), 1);
         let now = now_ms();
-        assert!(s.available(now));
-        assert!(!s.record_failure(2, Duration::from_secs(60)));
-        s.record_success();
-        assert!(!s.record_failure(2, Duration::from_secs(60)));
-        assert!(s.record_failure(2, Duration::from_secs(60)));
+        assert!(s.available(now) && s.claim(now, t));
+        assert!(!s.record_failure(2, t));
+        assert!(!s.record_success(), "was not ejected");
+        assert!(!s.record_failure(2, t));
+        assert!(s.record_failure(2, t));
         assert!(!s.available(now_ms()));
-        assert!(s.available(now_ms() + 61_000));
+        assert!(!s.claim(now_ms(), t));
+        assert!(!s.record_failure(2, t), "already out");
+        // Any answer brings it back at once.
+        assert!(s.record_success());
+        assert!(s.available(now_ms()) && s.claim(now_ms(), t));
         s.set_healthy(false);
-        assert!(!s.available(now_ms() + 61_000));
+        assert!(!s.available(now_ms()));
+    }
+
+    #[test]
+    fn one_probe_after_fail_timeout_and_a_failed_probe_ejects_again() {
+        let t = Duration::from_secs(60);
+        let s = ServerState::new("127.0.0.1:1".parse().unwrap(), "x".into(), 1);
+        assert!(!s.record_failure(3, t) && !s.record_failure(3, t));
+        assert!(s.record_failure(3, t));
+        let later = now_ms() + 61_000;
+        assert!(s.available(later));
+        assert!(s.claim(later, t), "the probe");
+        assert!(!s.claim(later, t), "only one probe");
+        assert!(!s.available(later + 1));
+        // The probe fails: out again at once, without three new failures.
+        s.record_failure(3, t);
+        assert!(!s.available(now_ms() + 1000));
     }
 }

@@ -158,7 +158,7 @@ fn is_token(b: u8) -> bool {
 
 /// How the response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub enum UpstreamFraming {
     /// No body (HEAD, 1xx, 204, 304).
     None,
     Length(u64),
@@ -172,7 +172,7 @@ pub struct RespHead {
     pub status: u16,
     /// End-to-end headers only.
     pub headers: Vec<HeaderPair>,
-    pub framing: Framing,
+    pub framing: UpstreamFraming,
     /// The Content-Length the upstream declared (also for HEAD).
     pub declared_len: Option<u64>,
     /// The connection may serve another request after this response.
@@ -260,16 +260,16 @@ pub fn parse_response(
     }
     let framing = if switching {
         keep_alive = false;
-        Framing::None
+        UpstreamFraming::None
     } else if head_request || status == 204 || status == 304 {
-        Framing::None
+        UpstreamFraming::None
     } else if chunked {
-        Framing::Chunked
+        UpstreamFraming::Chunked
     } else if let Some(n) = content_length {
-        Framing::Length(n)
+        UpstreamFraming::Length(n)
     } else {
         keep_alive = false;
-        Framing::Close
+        UpstreamFraming::Close
     };
     let headers = resp
         .headers
@@ -320,16 +320,19 @@ mod tests {
     #[test]
     fn frames_responses() {
         let h = head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: x-foo\r\nX-Foo: 1\r\nKeep-Alive: t=5\r\nX-Bar: 2\r\n\r\nhello");
-        assert_eq!(h.framing, Framing::Length(5));
+        assert_eq!(h.framing, UpstreamFraming::Length(5));
         assert!(h.keep_alive);
         let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
         assert_eq!(names, ["X-Bar"]);
         assert_eq!(
             head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").framing,
-            Framing::Chunked
+            UpstreamFraming::Chunked
         );
         let close = head(b"HTTP/1.1 200 OK\r\n\r\n");
-        assert_eq!((close.framing, close.keep_alive), (Framing::Close, false));
+        assert_eq!(
+            (close.framing, close.keep_alive),
+            (UpstreamFraming::Close, false)
+        );
         assert!(!head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n").keep_alive);
         assert!(
             head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\n")
@@ -337,7 +340,7 @@ mod tests {
         );
         assert_eq!(
             head(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n").framing,
-            Framing::None
+            UpstreamFraming::None
         );
         assert!(matches!(
             parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false, false),

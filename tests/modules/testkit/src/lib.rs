@@ -107,7 +107,15 @@ impl Handler for Kit {
         match self.kind.as_str() {
             "panic" => panic!("testkit panics on purpose"),
             "decline" => Outcome::Next,
-            "fail" => Outcome::Error(self.conf.status),
+            "fail" => {
+                // Headers set before an error answer stay on the error page (but not the
+                // Content-Type of the body it replaces).
+                if !self.conf.text.is_empty() {
+                    resp.header("X-Fail-Note", self.conf.text.clone())
+                        .content_type("application/json");
+                }
+                Outcome::Error(self.conf.status)
+            }
             "text" => {
                 self.served.incr();
                 resp.text(self.conf.text.clone());
@@ -127,6 +135,7 @@ impl Handler for Kit {
                 resp.body_stream(Chunks {
                     left: self.conf.chunks,
                     n: 0,
+                    declared: (self.conf.size > 0).then_some(self.conf.size as u64),
                 });
                 Outcome::Done
             }
@@ -186,10 +195,11 @@ impl Handler for Kit {
     }
 }
 
-/// A stream of numbered chunks.
+/// A stream of numbered chunks; `declared`: the length it claims (`size`), right or not.
 struct Chunks {
     left: u32,
     n: u32,
+    declared: Option<u64>,
 }
 
 impl BodyStream for Chunks {
@@ -205,6 +215,10 @@ impl BodyStream for Chunks {
         FfiPoll::Ready(ROption::RSome(RResult::ROk(
             format!("chunk {}\n", self.n).into_bytes().into(),
         )))
+    }
+
+    fn known_len(&self) -> ROption<u64> {
+        self.declared.into()
     }
 }
 

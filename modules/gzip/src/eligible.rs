@@ -1,6 +1,7 @@
-//! Deciding whether a response may be compressed and whether the client wants it.
+//! Deciding whether a response may be compressed, and the headers a compressed variant
+//! changes. Whether the client wants it is the SDK's `http::accepts`.
 
-use osprey_sdk::{Body, Request, Response};
+use osprey_sdk::{Body, Response};
 
 /// Content types compressed when the route does not list its own `types`.
 pub const DEFAULT_TYPES: &[&str] = &[
@@ -16,30 +17,6 @@ pub const DEFAULT_TYPES: &[&str] = &[
     "+json",
     "+xml",
 ];
-
-/// Does the client accept gzip? `Accept-Encoding` items with q-values (RFC 9110 §12.5.3):
-/// an explicit `gzip` (or `x-gzip`) decides; otherwise `*` does; `q=0` means "not this".
-pub fn accepts_gzip(req: &Request<'_>) -> bool {
-    let mut gzip = None;
-    let mut star = None;
-    for item in req.header_all("accept-encoding").flat_map(|h| h.split(',')) {
-        let mut parts = item.split(';');
-        let coding = parts.next().unwrap_or("").trim();
-        let q = parts
-            .filter_map(|p| {
-                let (name, value) = p.split_once('=')?;
-                name.trim().eq_ignore_ascii_case("q").then(|| value.trim())
-            })
-            .next()
-            .map_or(1.0, |v| v.parse::<f32>().unwrap_or(0.0));
-        if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
-            gzip = Some(q > 0.0);
-        } else if coding == "*" {
-            star = Some(q > 0.0);
-        }
-    }
-    gzip.or(star).unwrap_or(false)
-}
 
 /// Is `content_type` in `types`? An entry ending in `/` is a prefix (`text/`), one starting
 /// with `+` a structured-syntax suffix (`+json`), anything else an exact media type.
