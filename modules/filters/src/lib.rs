@@ -1,6 +1,6 @@
 //! Stock filters NXWEB and nginx users expect, each in its own file and written only against
 //! the SDK: `cors`, `headers` (with `expires`), `userid`, and the `host_redirect` handler.
-//! Load with `{"so": "filters"}`; see docs/filters.md.
+//! A stock module: loaded when a route names one of these types; see docs/stock-filters.md.
 
 use osprey_sdk::{filter_box, handler_box, ConfigError, FilterBox, HandlerBox, Module};
 
