@@ -207,20 +207,28 @@ fn error_log_is_plain_rate_limited_and_says_an_error_once() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = dead.local_addr().unwrap();
     drop(dead);
-    let srv = Server::start(&format!(
+    let mut srv = Server::start(&format!(
         r#"{{"backends": {{"b": {{"connect": "{address}"}}}},
             "routing": [{{"handler": "http_proxy", "backend": "b"}}]}}"#
     ));
     for _ in 0..40 {
         assert_eq!(srv.get("/x").status, 502);
     }
+    // At exit the count of what was held back is written.
+    assert!(srv.stop().success());
     let log = srv.log_text();
+    assert!(
+        log.contains("similar messages suppressed: upstream attempt failed: connect failed"),
+        "{log}"
+    );
     assert!(
         !log.contains('\x1b'),
         "colour codes in a redirected log:\n{log}"
     );
     let repeated = log
-        .matches("upstream attempt failed: connect failed")
+        .lines()
+        .filter(|l| l.contains("upstream attempt failed: connect failed"))
+        .filter(|l| !l.contains("suppressed"))
         .count();
     assert!(
         (1..=5).contains(&repeated),

@@ -351,6 +351,23 @@ fn reload_checks_the_configuration_before_signalling() {
     assert!(d.ctl("reload").status.success());
     wait_file(&d.error_log(), "configuration reloaded", 1);
     assert_eq!(d.get("/v").unwrap().text(), "second");
+    // From another directory, with the pid file named relative to it.
+    let parent = d.dir.path().parent().unwrap();
+    let name = d.dir.path().file_name().unwrap().to_str().unwrap();
+    d.dir
+        .write("osprey.json", CONFIG.replace("\"first\"", "\"third\""));
+    let out = Command::new(osprey_bin())
+        .current_dir(parent)
+        .args(["-s", "reload", "-p", &format!("{name}/osprey.pid")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_file(&d.error_log(), "configuration reloaded", 2);
+    assert_eq!(d.get("/v").unwrap().text(), "third");
 }
 
 #[test]

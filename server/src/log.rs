@@ -123,20 +123,33 @@ impl Drop for Line {
                 .get_or_insert_with(Limiter::default)
                 .admit(&text, Instant::now(), timestamp)
         };
-        if out.is_empty() {
-            return;
+        write_out(&out);
+    }
+}
+
+/// At exit: say how many lines are still counted as suppressed.
+pub fn flush_suppressed() {
+    let out = {
+        let mut limiter = LIMITER.lock().unwrap_or_else(|e| e.into_inner());
+        limiter.as_mut().map(|l| l.drain(timestamp))
+    };
+    write_out(&out.unwrap_or_default());
+}
+
+fn write_out(out: &str) {
+    if out.is_empty() {
+        return;
+    }
+    match FILE.get() {
+        Some(f) => {
+            let _ = f
+                .file
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_all(out.as_bytes());
         }
-        match FILE.get() {
-            Some(f) => {
-                let _ = f
-                    .file
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .write_all(out.as_bytes());
-            }
-            None => {
-                let _ = std::io::stderr().write_all(out.as_bytes());
-            }
+        None => {
+            let _ = std::io::stderr().write_all(out.as_bytes());
         }
     }
 }

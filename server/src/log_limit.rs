@@ -55,18 +55,28 @@ impl Limiter {
         out
     }
 
+    /// At exit: one line for each window that suppressed something, ended or not.
+    pub fn drain(&mut self, stamp: impl Fn() -> String) -> String {
+        self.sweep(|_| true, stamp)
+    }
+
     /// One line for each ended window that suppressed something; ended windows are dropped.
     fn summaries(&mut self, now: Instant, stamp: impl Fn() -> String) -> String {
-        let mut out = String::new();
         if self
             .last_sweep
             .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
         {
-            return out;
+            return String::new();
         }
         self.last_sweep = Some(now);
+        self.sweep(|seen| now.duration_since(seen.since) >= WINDOW, stamp)
+    }
+
+    /// Drop the windows `ended` says are over, summarising those that suppressed lines.
+    fn sweep(&mut self, ended: impl Fn(&Seen) -> bool, stamp: impl Fn() -> String) -> String {
+        let mut out = String::new();
         self.seen.retain(|key, seen| {
-            if now.duration_since(seen.since) < WINDOW {
+            if !ended(seen) {
                 return true;
             }
             if seen.suppressed > 0 {
@@ -137,6 +147,20 @@ mod tests {
                 line(20, "upstream down")
             )
         );
+    }
+
+    #[test]
+    fn drain_summarises_open_windows() {
+        let mut l = Limiter::default();
+        let t0 = Instant::now();
+        for _ in 0..(BURST + 2) {
+            l.admit(&line(0, "again"), t0, || "T".into());
+        }
+        assert_eq!(
+            l.drain(|| "T".into()),
+            "T  WARN 2 similar messages suppressed: again\n"
+        );
+        assert_eq!(l.drain(|| "T".into()), "");
     }
 
     #[test]

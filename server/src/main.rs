@@ -214,6 +214,7 @@ fn start(cli: Cli) -> Result<(), String> {
     };
     let result = server::run(shared, &reloader, after_bind);
     access_log::flush_thread();
+    log::flush_suppressed();
     if let Some(path) = &own_pid_file {
         daemon::remove_pid_file(path, std::process::id());
     }
@@ -235,6 +236,7 @@ fn read_config(cli: &Cli) -> Result<Config, String> {
 /// with the checks of `-t`, and signal nothing when it is bad.
 fn check_before_reload(cli: &Cli, pid_file: &Path) -> Result<(), String> {
     let pid = daemon::read_pid(pid_file)?;
+    let here = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     let running = daemon::command_line(pid)
         .and_then(|(args, dir)| Some((Cli::try_parse_from(args).ok()?, dir)));
     let server_cli = match running {
@@ -248,11 +250,14 @@ fn check_before_reload(cli: &Cli, pid_file: &Path) -> Result<(), String> {
         None => cli.clone(),
     };
     let refused = |e: String| format!("{e}\nreload not signalled: the configuration is invalid");
-    let config = read_config(&server_cli).map_err(refused)?;
-    stats::init();
-    check::build(config, &server_cli.modules)
-        .map(drop)
-        .map_err(refused)
+    let checked = read_config(&server_cli).and_then(|config| {
+        stats::init();
+        check::build(config, &server_cli.modules).map(drop)
+    });
+    // Back where this command started: its own paths (the pid file) are relative to it.
+    std::env::set_current_dir(&here)
+        .map_err(|e| format!("cannot enter {}: {e}", here.display()))?;
+    checked.map_err(refused)
 }
 
 fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {

@@ -126,7 +126,7 @@ impl Module for ImageModule {
         let conf: ModuleConf = parse_config(json)?;
         let mut allowed = HashSet::new();
         for entry in &conf.allowed_cmds {
-            let text = entry.text().map_err(|e| {
+            let text = nxweb::command_text(entry).map_err(|e| {
                 ConfigError::at_key(json, "allowed_cmds", format!("allowed_cmds: {e}"))
             })?;
             let cmd = parse_command(&text).map_err(|e| {

@@ -1,49 +1,53 @@
 //! NXWEB's forms of the module settings, read beside Osprey's: `allowed_cmds` entries as
 //! objects, and a `sign_key` that is any string.
 
-use serde::Deserialize;
+use osprey_sdk::serde_json::Value;
 
-/// One `allowed_cmds` entry: Osprey's command text (`"c50x50"`) or NXWEB's object
+/// One `allowed_cmds` entry as written: Osprey's command text (`"c50x50"`) or NXWEB's object
 /// (`{"cmd": "crop", "width": 50, "height": 50}`, `{"cmd": "fill", ..., "bgcolor": "#FF8800"}`).
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub enum AllowedCmd {
-    Text(String),
-    Object(CmdObject),
-}
+/// Read from a plain JSON value so that a wrong entry gets a precise message.
+pub type AllowedCmd = Value;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CmdObject {
-    cmd: String,
-    #[serde(default)]
-    width: u32,
-    #[serde(default)]
-    height: u32,
-    bgcolor: Option<String>,
-}
-
-impl AllowedCmd {
-    /// The command as it appears in a URL (`c50x50`), to be parsed like any other.
-    pub fn text(&self) -> Result<String, String> {
-        let o = match self {
-            AllowedCmd::Text(t) => return Ok(t.clone()),
-            AllowedCmd::Object(o) => o,
-        };
-        let (w, h) = (o.width, o.height);
-        // NXWEB reads only the first letter of `cmd`.
-        match o.cmd.as_bytes().first() {
-            Some(b's') => Ok(format!("{w}x{h}")),
-            Some(b'c') => Ok(format!("c{w}x{h}")),
-            Some(b'f') => {
-                let color = o.bgcolor.as_deref().unwrap_or("#FFFFFF");
-                let hex = color
-                    .strip_prefix('#')
-                    .ok_or_else(|| format!("bgcolor `{color}` is not #RRGGBB"))?;
-                Ok(format!("f{w}x{h}x{hex}"))
-            }
-            _ => Err(format!("cmd `{}` is not scale, crop or fill", o.cmd)),
+/// The command as it appears in a URL (`c50x50`), to be parsed like any other.
+pub fn command_text(entry: &AllowedCmd) -> Result<String, String> {
+    let o = match entry {
+        Value::String(t) => return Ok(t.clone()),
+        Value::Object(o) => o,
+        _ => return Err(
+            "an entry is a command (\"c50x50\") or {\"cmd\", \"width\", \"height\", \"bgcolor\"}"
+                .into(),
+        ),
+    };
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["cmd", "width", "height", "bgcolor"].contains(&k.as_str()))
+    {
+        return Err(format!("unknown key `{k}` (cmd, width, height, bgcolor)"));
+    }
+    let side = |key: &str| match o.get(key) {
+        None => Ok(0),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| format!("`{key}` must be a whole number")),
+    };
+    let (w, h) = (side("width")?, side("height")?);
+    let cmd = o.get("cmd").and_then(Value::as_str).unwrap_or("");
+    // NXWEB reads only the first letter of `cmd`.
+    match cmd.as_bytes().first() {
+        Some(b's') => Ok(format!("{w}x{h}")),
+        Some(b'c') => Ok(format!("c{w}x{h}")),
+        Some(b'f') => {
+            let color = match o.get("bgcolor") {
+                None => "#FFFFFF",
+                Some(v) => v.as_str().ok_or("`bgcolor` must be a string")?,
+            };
+            let hex = color
+                .strip_prefix('#')
+                .ok_or_else(|| format!("bgcolor `{color}` is not #RRGGBB"))?;
+            Ok(format!("f{w}x{h}x{hex}"))
         }
+        _ => Err(format!("cmd `{cmd}` is not scale, crop or fill")),
     }
 }
 
@@ -62,9 +66,7 @@ mod tests {
     use super::*;
 
     fn cmd(json: &str) -> Result<String, String> {
-        osprey_sdk::serde_json::from_str::<AllowedCmd>(json)
-            .unwrap()
-            .text()
+        command_text(&osprey_sdk::serde_json::from_str(json).unwrap())
     }
 
     #[test]
@@ -84,9 +86,11 @@ mod tests {
         );
         assert!(cmd(r#"{"cmd": "rotate", "width": 1, "height": 1}"#).is_err());
         assert!(cmd(r#"{"cmd": "fill", "width": 1, "height": 1, "bgcolor": "red"}"#).is_err());
-        assert!(
-            osprey_sdk::serde_json::from_str::<AllowedCmd>(r#"{"cmd": "crop", "widht": 1}"#)
-                .is_err()
+        assert!(cmd(r#"{"cmd": "crop", "width": -1, "height": 1}"#).is_err());
+        assert!(cmd("5").is_err());
+        assert_eq!(
+            cmd(r#"{"cmd": "crop", "widht": 1}"#).unwrap_err(),
+            "unknown key `widht` (cmd, width, height, bgcolor)"
         );
     }
 
