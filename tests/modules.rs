@@ -146,6 +146,10 @@ const STOCK_TYPES: &[(&str, bool, &str)] = &[
     ("gzip", true, ""),
     ("file_cache", true, r#", "cache_dir": "c""#),
     ("image", true, r#", "cache_dir": "c", "dir": ".""#),
+    ("host_redirect", false, r#", "host": "www.example.com""#),
+    ("cors", true, r#", "allow_hosts": ["example.com"]"#),
+    ("headers", true, ""),
+    ("userid", true, ""),
 ];
 
 #[test]

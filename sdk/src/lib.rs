@@ -16,6 +16,7 @@
 pub mod config;
 pub mod cookie;
 pub mod escape;
+pub mod fields;
 pub mod filter;
 pub mod handler;
 pub mod host;

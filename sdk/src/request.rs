@@ -54,6 +54,10 @@ pub struct Request<'a> {
     pub remote_addr: RStr<'a>,
     /// The connection is TLS.
     pub secure: bool,
+    /// This request's id: 32 hex digits of 128 random bits, unique across threads and
+    /// restarts, or the `X-Request-Id` a trusted proxy in front sent (see `request_id` in the
+    /// configuration).
+    pub request_id: RStr<'a>,
     /// Every header, in the order received.
     pub headers: RSlice<'a, Header<'a>>,
     /// The whole request body (chunked bodies are already decoded); empty when the handler

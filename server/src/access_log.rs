@@ -6,8 +6,10 @@ use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+
+use osprey_sdk::HeaderPair;
 
 /// A thread's buffer is written out when it reaches this size.
 const FLUSH_AT: usize = 32 * 1024;
@@ -16,6 +18,30 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+/// `logging.access_log_fields`, added at the end of each line.
+static FIELDS: RwLock<Vec<Field>> = RwLock::new(Vec::new());
+
+/// A field added to the combined format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// The request's id (nginx's `$request_id`).
+    RequestId,
+    /// A cookie: the one the response sets, else the one the request sent (nginx's
+    /// `$uid_set` / `$uid_got`, e.g. the `userid` filter's visitor id).
+    Cookie(String),
+}
+
+impl Field {
+    pub fn parse(text: &str) -> Result<Field, String> {
+        match text.split_once(':') {
+            None if text == "request_id" => Ok(Field::RequestId),
+            Some(("cookie", name)) if !name.is_empty() => Ok(Field::Cookie(name.to_owned())),
+            _ => Err(format!(
+                "unknown access log field `{text}` (known: `request_id`, `cookie:NAME`)"
+            )),
+        }
+    }
+}
 
 struct Sink {
     path: String,
@@ -40,10 +66,13 @@ pub fn check(path: &str) -> Result<(), String> {
     open(path).map(drop)
 }
 
-/// Log to `path` (`None`: off). Keeps the open file when the path is unchanged.
-pub fn configure(path: Option<&str>) -> Result<(), String> {
+/// Log to `access_log` (`None`: off) with `access_log_fields`. Keeps the open file when the
+/// path is unchanged.
+pub fn configure(logging: &crate::config::LoggingConfig) -> Result<(), String> {
+    let fields = logging.access_log_fields.iter().map(|f| Field::parse(f));
+    *FIELDS.write().unwrap() = fields.collect::<Result<_, _>>()?;
     let mut sink = SINK.lock().unwrap();
-    match path {
+    match logging.access_log.as_deref() {
         None => {
             ENABLED.store(false, Relaxed);
             *sink = None;
@@ -95,6 +124,39 @@ pub struct Entry<'a> {
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub duration: Duration,
+    /// `-` when the request could not be parsed.
+    pub request_id: &'a str,
+    /// A cookie by name (see [`Field::Cookie`]).
+    pub cookie: &'a dyn Fn(&str) -> Option<&'a [u8]>,
+}
+
+/// The `Set-Cookie` headers of a response, copied only when a line will record a cookie
+/// (for a response that is handed away before its line is written).
+pub fn set_cookies(headers: &[HeaderPair]) -> Vec<HeaderPair> {
+    let wanted = enabled()
+        && FIELDS
+            .read()
+            .unwrap()
+            .iter()
+            .any(|f| matches!(f, Field::Cookie(_)));
+    if !wanted {
+        return Vec::new();
+    }
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
+        .cloned()
+        .collect()
+}
+
+/// The value the `Set-Cookie` headers among `headers` give cookie `name`.
+pub fn set_cookie_value<'h>(headers: &'h [HeaderPair], name: &str) -> Option<&'h [u8]> {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|h| h.value.as_str().split(';').next()?.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+        .map(|(_, v)| v.trim().as_bytes())
 }
 
 /// Add a line to this thread's buffer.
@@ -138,6 +200,18 @@ pub fn record(e: &Entry<'_>) {
         let ms = itoa::Buffer::new().format(micros / 1000 % 1000).to_owned();
         b.extend(std::iter::repeat_n(b'0', 3 - ms.len()));
         b.extend_from_slice(ms.as_bytes());
+        for field in FIELDS.read().unwrap().iter() {
+            let value = match field {
+                Field::RequestId => Some(e.request_id.as_bytes()),
+                Field::Cookie(name) => (e.cookie)(name),
+            };
+            b.extend_from_slice(b" \"");
+            match value {
+                Some(v) if !v.is_empty() => push_escaped(&mut b, v),
+                _ => b.push(b'-'),
+            }
+            b.push(b'"');
+        }
         b.push(b'\n');
         if b.len() >= FLUSH_AT {
             write_out(&mut b);

@@ -17,6 +17,7 @@ pub mod log_limit;
 pub mod modules;
 pub mod net;
 pub mod reload;
+pub mod request_id;
 pub mod router;
 pub mod scaffold;
 pub mod server;

@@ -186,7 +186,7 @@ fn start(cli: Cli) -> Result<(), String> {
         return Ok(());
     }
     shared.backends.start_health_checks();
-    access_log::configure(shared.config.logging.access_log.as_deref())?;
+    access_log::configure(&shared.config.logging)?;
     for (name, path) in registry.modules() {
         tracing::info!("module {name} loaded from {path}");
     }

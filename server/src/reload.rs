@@ -73,7 +73,7 @@ impl Reloader {
         warn_about_restart_only_changes(&old.config, &config);
         let shared = crate::check::build(config, &self.extra_modules)?;
         let registry = shared.registry;
-        crate::access_log::configure(shared.config.logging.access_log.as_deref())?;
+        crate::access_log::configure(&shared.config.logging)?;
         registry.lifecycle_new(old.registry, Lifecycle::ServerStart);
         for (name, path) in registry.modules() {
             if !old.registry.modules().any(|(_, p)| p == path) {

@@ -40,6 +40,8 @@ pub struct TestRequest {
     pub remote_addr: String,
     /// Came over TLS.
     pub secure: bool,
+    /// The request's id (`Request::request_id`; the core gives each request a fresh one).
+    pub request_id: String,
     /// Came over HTTP/2.
     pub http2: bool,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -61,6 +63,7 @@ impl TestRequest {
             body: Vec::new(),
             remote_addr: "127.0.0.1:40000".to_owned(),
             secure: false,
+            request_id: "0123456789abcdef0123456789abcdef".to_owned(),
             http2: false,
             http_minor: 1,
             route_prefix: String::new(),
@@ -272,6 +275,7 @@ impl TestRequest {
             host: RStr::from_str(&host),
             remote_addr: RStr::from_str(&self.remote_addr),
             secure: self.secure,
+            request_id: RStr::from_str(&self.request_id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(if slot.is_some() { &[] } else { &self.body }),
             body_stream: slot.as_ref().into(),

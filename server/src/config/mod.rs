@@ -98,6 +98,7 @@ pub struct Config {
     pub timeouts: TimeoutsConfig,
     pub tls: TlsConfig,
     pub http2: Http2Config,
+    pub request_id: crate::request_id::RequestIds,
 }
 
 impl Config {
@@ -166,6 +167,14 @@ impl Config {
         raw.http2
             .check()
             .map_err(|(key, m)| parser.error_at_key(key, &format!("http2: {m}")))?;
+        let request_id = raw
+            .request_id
+            .check()
+            .map_err(|(key, m)| parser.error_at_key(key, &format!("request_id: {m}")))?;
+        for field in &raw.logging.access_log_fields {
+            crate::access_log::Field::parse(field)
+                .map_err(|m| parser.error_at_key("access_log_fields", &m))?;
+        }
         for (i, l) in raw.listen.iter().enumerate() {
             crate::net::parse_interface(&l.interface)
                 .map_err(|m| parser.error_at_key("interface", &format!("listen[{i}]: {m}")))?;
@@ -187,6 +196,7 @@ impl Config {
             timeouts: raw.timeouts,
             tls: raw.tls,
             http2: raw.http2,
+            request_id,
         })
     }
 }

@@ -38,6 +38,8 @@ pub struct FileConfig<'a> {
     pub tls: super::TlsConfig,
     #[serde(default)]
     pub http2: super::Http2Config,
+    #[serde(default)]
+    pub request_id: crate::request_id::RequestIdConfig,
 }
 
 #[derive(Deserialize, Clone, Debug)]
@@ -84,6 +86,9 @@ pub struct LoggingConfig {
     pub error_log: Option<String>,
     /// Access log file (default: off).
     pub access_log: Option<String>,
+    /// Fields added at the end of each access log line: `request_id`, `cookie:NAME`.
+    #[serde(default)]
+    pub access_log_fields: Vec<String>,
 }
 
 /// The blocking pool for `worker` handlers and heavy filter steps.

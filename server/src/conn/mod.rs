@@ -420,6 +420,8 @@ impl<I: Io> Conn<I> {
             status: e.status,
             body_bytes: sent.body_bytes,
             started,
+            id: None,
+            set_cookies: &[],
         });
         self.flush(timeout).await?;
         self.stats.set(Activity::Idle);

@@ -151,6 +151,7 @@ impl<I: Io> Conn<I> {
             used,
             started: start_clock(),
         };
+        let id = (self.shared.config.request_id).for_request(&self.peer.remote, &self.buf, &head);
         let ex = Exchange {
             buf: std::mem::take(&mut self.buf),
             head,
@@ -158,6 +159,7 @@ impl<I: Io> Conn<I> {
             resp: pool::take_response(),
             extra: Vec::new(),
             stream: streamed.as_mut().and_then(|s| s.slot.take()).map(Box::new),
+            id,
         };
         match dispatch_now(&self.shared, &self.peer, ex) {
             // Answered before its streamed body was read: the body is left unread.
@@ -168,6 +170,7 @@ impl<I: Io> Conn<I> {
 
     /// Put the response in `out`; done unless its body has to be sent on its own.
     fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Stage {
+        ex.stamp_id(&self.shared.config.request_id);
         self.buf = std::mem::take(&mut ex.buf);
         // A stop that came while the handler ran ends keep-alive too.
         let keep_alive = flight.keep_alive && !super::wait::stopping();
@@ -205,6 +208,8 @@ impl<I: Io> Conn<I> {
             status: ex.resp.status,
             body_bytes: sent.body_bytes,
             started: flight.started,
+            id: Some(ex.id),
+            set_cookies: &ex.resp.headers,
         });
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
@@ -281,6 +286,8 @@ impl<I: Io> Conn<I> {
                         status: resp.status,
                         body_bytes: sent.body_bytes,
                         started: flight.started,
+                        id: None,
+                        set_cookies: &[],
                     });
                     pool::give_response(resp);
                     self.flush(timeout).await?;

@@ -7,6 +7,7 @@ use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
 use crate::http::body_buf::BodyBuf;
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
+use crate::request_id::{self, RequestId};
 
 /// Where a request's body is.
 #[derive(Debug)]
@@ -38,6 +39,7 @@ pub struct Exchange {
     pub extra: Vec<HeaderPair>,
     /// The body as it arrives, for a handler that streams request bodies.
     pub stream: Option<Box<BodySlot>>,
+    pub id: RequestId,
 }
 
 impl Exchange {
@@ -52,7 +54,12 @@ impl Exchange {
         let buf = &self.buf[..];
         let head = &self.head;
         let extra = &self.extra;
-        let replaced = |name: &str| extra.iter().any(|h| h.name.eq_ignore_ascii_case(name));
+        let mut room = request_id::IdText::default();
+        let id = self.id.text(buf, &mut room);
+        let replaced = |name: &str| {
+            extra.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+                || (self.id.forward && name.eq_ignore_ascii_case(request_id::HEADER))
+        };
         // Filled in place: collected, the array (4 KiB) would be copied on its way here.
         let mut headers: ArrayVec<Header<'_>, { MAX_HEADERS + 8 }> = ArrayVec::new();
         for (n, v) in head.headers.iter() {
@@ -60,9 +67,15 @@ impl Exchange {
                 name: RStr::from_str(n.str(buf)),
                 value: RSlice::from_slice(v.get(buf)),
             };
-            if extra.is_empty() || !replaced(&h.name) {
+            if (extra.is_empty() && !self.id.forward) || !replaced(&h.name) {
                 headers.push(h);
             }
+        }
+        if self.id.forward {
+            let _ = headers.try_push(Header {
+                name: RStr::from_str(request_id::HEADER),
+                value: RSlice::from_slice(id.as_bytes()),
+            });
         }
         for h in extra.iter().filter(|h| !h.value.is_empty()) {
             let _ = headers.try_push(Header {
@@ -91,11 +104,21 @@ impl Exchange {
             host: RStr::from_str(head.host(buf)),
             remote_addr: RStr::from_str(&peer.remote),
             secure: peer.secure,
+            request_id: RStr::from_str(id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(body),
             body_stream: self.stream.as_deref().into(),
         };
         f(&req, &mut self.resp)
+    }
+
+    /// Put the request id on the response when the configuration asks (`request_id.response`).
+    pub fn stamp_id(&mut self, ids: &request_id::RequestIds) {
+        if ids.response {
+            let mut room = request_id::IdText::default();
+            let id = self.id.text(&self.buf, &mut room).to_owned();
+            self.resp.set_header(request_id::HEADER, id);
+        }
     }
 
     pub(crate) fn method(&self) -> &str {

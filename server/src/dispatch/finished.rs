@@ -4,8 +4,11 @@
 
 use tokio::time::Instant;
 
+use osprey_sdk::HeaderPair;
+
 use super::Peer;
 use crate::http::parse::Head;
+use crate::request_id::{IdText, RequestId};
 
 /// What the statistics and the access log record of one request.
 pub struct Finished<'a> {
@@ -17,6 +20,10 @@ pub struct Finished<'a> {
     pub body_bytes: u64,
     /// When the request started; `None` when the access log is off (no clock read then).
     pub started: Option<Instant>,
+    /// The request's id (`None` when it could not be parsed).
+    pub id: Option<RequestId>,
+    /// Response headers that may set cookies (`access_log_fields`' `cookie:NAME`).
+    pub set_cookies: &'a [HeaderPair],
 }
 
 /// When a request starts: the clock is read only if a line will be written.
@@ -45,6 +52,7 @@ pub fn finished(done: Finished<'_>) {
         Some((_, head)) if head.minor == 0 => "HTTP/1.0",
         _ => "HTTP/1.1",
     };
+    let mut room = IdText::default();
     crate::access_log::record(&crate::access_log::Entry {
         remote: &done.peer.remote,
         method: request.map(|(buf, head)| head.method(buf)),
@@ -55,5 +63,21 @@ pub fn finished(done: Finished<'_>) {
         referer: header("referer"),
         user_agent: header("user-agent"),
         duration: started.elapsed(),
+        request_id: match (done.id, request) {
+            (Some(id), Some((buf, _))) => id.text(buf, &mut room),
+            _ => "-",
+        },
+        cookie: &|name| {
+            let set = crate::access_log::set_cookie_value(done.set_cookies, name);
+            set.or_else(|| {
+                let (buf, head) = request?;
+                head.headers
+                    .iter()
+                    .filter(|(n, _)| n.str(buf).eq_ignore_ascii_case("cookie"))
+                    .flat_map(|(_, v)| osprey_sdk::params::cookies(v.str(buf)))
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes())
+            })
+        },
     });
 }

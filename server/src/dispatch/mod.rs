@@ -18,6 +18,8 @@ pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
 
 /// How a request's run through the routes ended.
+// `Answered` is every request's path: boxing the exchange would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Dispatched {
     /// Answered — by a handler, a filter, the core's 404/405, or a busy pool's 503: the
     /// response is in `ex.resp`.
@@ -155,6 +157,9 @@ async fn before_step(site: Site<'_>, ex: Exchange, filter: usize, key: &str) -> 
 pub struct Routing {
     next: usize,
     allowed: Vec<String>,
+    /// The first route that matched the path and host, whatever the method: its filters see
+    /// the core's 404 / 405 if no route answers ([`unrouted`]).
+    first_match: Option<(usize, usize)>,
 }
 
 impl Routing {
@@ -172,12 +177,20 @@ impl Routing {
             let Some((_, info)) = route.matches(path, host, peer.secure) else {
                 continue;
             };
+            let at = (index, path.len() - info.len());
+            self.first_match.get_or_insert(at);
             if route.allows(ex.method()) {
-                return Some((index, path.len() - info.len()));
+                return Some(at);
             }
             self.allowed.extend(route.methods().iter().cloned());
         }
         None
+    }
+
+    /// The first route that matched the path, if it has filters.
+    fn filtered_first_match(&self, shared: &Shared) -> Option<(usize, usize)> {
+        self.first_match
+            .filter(|&(i, _)| !shared.router.route(i).filters.is_empty())
     }
 
     /// No route answered: 404, or 405 when some route would have with another method.
@@ -198,12 +211,15 @@ pub struct Unfinished {
     ex: Exchange,
     routing: Routing,
     /// The route to run in full (filters, worker pool), or the route whose handler answered
-    /// `Later` with this future.
-    at: (usize, usize),
+    /// `Later` with this future; `None`: no route answered, and a route's filters are to see
+    /// the core's 404 / 405 ([`unrouted`]).
+    at: Option<(usize, usize)>,
     later: Option<LocalFfiFuture<Reply>>,
 }
 
 /// Routing done as far as it goes without waiting.
+// As for `Dispatched`: the answered case stays unboxed.
+#[allow(clippy::large_enum_variant)]
 pub enum Routed {
     /// Answered: the response is in `ex.resp`.
     Answered(Exchange),
@@ -222,7 +238,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             Routed::Waits(Box::new(Unfinished {
                 ex,
                 routing,
-                at,
+                at: Some(at),
                 later,
             }))
         };
@@ -237,6 +253,14 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         }
         crate::stats::count_module(route.stat);
         return Routed::Answered(ex);
+    }
+    if routing.filtered_first_match(shared).is_some() {
+        return Routed::Waits(Box::new(Unfinished {
+            ex,
+            routing,
+            at: None,
+            later: None,
+        }));
     }
     routing.not_found(&mut ex);
     Routed::Answered(ex)
@@ -260,28 +284,50 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) ->
         at,
         later,
     } = rest;
-    if let Some(future) = later {
+    if let (Some(future), Some(at)) = (later, at) {
         replied(future.await, &mut ex.resp);
         crate::stats::count_module(shared.router.route(at.0).stat);
         return Dispatched::Answered(ex);
     }
-    let mut next = Some(at);
+    let mut next = at;
     while let Some(at) = next.take() {
-        ex = match run_route(Site::at(shared, peer, at), ex).await {
+        ex = match run_route(Site::at(shared, peer, at), ex, None).await {
             Ran::Done(ex, Handled::Declined) => ex,
             Ran::Done(ex, _) | Ran::Busy(ex) => return Dispatched::Answered(ex),
             Ran::Lost => return Dispatched::Lost,
         };
         next = routing.next_route(shared, peer, &ex);
     }
-    routing.not_found(&mut ex);
-    Dispatched::Answered(ex)
+    unrouted(shared, peer, routing, ex).await
+}
+
+/// No route answered: the core's 404, or 405 when a route matched but for the method. The
+/// first route that matched the path runs its filters around that answer, as if its handler
+/// had given it: so a CORS filter puts its headers on the 404 / 405, and answers a preflight
+/// `OPTIONS` to a route whose `methods` do not list OPTIONS.
+async fn unrouted(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    routing: Routing,
+    mut ex: Exchange,
+) -> Dispatched {
+    let Some(at) = routing.filtered_first_match(shared) else {
+        routing.not_found(&mut ex);
+        return Dispatched::Answered(ex);
+    };
+    match run_route(Site::at(shared, peer, at), ex, Some(routing)).await {
+        Ran::Done(ex, _) | Ran::Busy(ex) => Dispatched::Answered(ex),
+        Ran::Lost => Dispatched::Lost,
+    }
 }
 
 /// One route in full: filters before, the handler (inline, on the pool, or asynchronous),
-/// filters after. Gives `Handled::Answered` or `Handled::Declined`.
-async fn run_route(site: Site<'_>, mut ex: Exchange) -> Ran<Handled> {
+/// filters after. Gives `Handled::Answered` or `Handled::Declined`. With `unrouted`, the
+/// core's 404 / 405 takes the handler's place ([`unrouted`]).
+async fn run_route(site: Site<'_>, mut ex: Exchange, unrouted: Option<Routing>) -> Ran<Handled> {
     let route = site.route();
+    // The core's own answers are not the module's.
+    let counted = unrouted.is_none();
     let key = if route.filters.is_empty() {
         String::new()
     } else {
@@ -310,14 +356,24 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Ran<Handled> {
         pending.count = i + 1;
     }
     let after_from = match answered_by {
-        Some(i) => i,
+        Some(i) => {
+            // A filter answered (a cache hit): `after` sees the client's headers here too.
+            ex.extra.clear();
+            i
+        }
         None => {
             let declined;
-            (ex, declined) = match run_handler(site, ex).await {
-                Ran::Done(ex, Handled::Declined) => (ex, true),
-                Ran::Done(ex, _) => (ex, false),
-                Ran::Busy(ex) => return Ran::Busy(ex),
-                Ran::Lost => return Ran::Lost,
+            (ex, declined) = match unrouted {
+                Some(routing) => {
+                    routing.not_found(&mut ex);
+                    (ex, false)
+                }
+                None => match run_handler(site, ex).await {
+                    Ran::Done(ex, Handled::Declined) => (ex, true),
+                    Ran::Done(ex, _) => (ex, false),
+                    Ran::Busy(ex) => return Ran::Busy(ex),
+                    Ran::Lost => return Ran::Lost,
+                },
             };
             // Filters' request headers were for the handler; `after` sees the client's.
             ex.extra.clear();
@@ -340,7 +396,9 @@ async fn run_route(site: Site<'_>, mut ex: Exchange) -> Ran<Handled> {
             Ran::Lost => return Ran::Lost,
         }
     }
-    crate::stats::count_module(route.stat);
+    if counted {
+        crate::stats::count_module(route.stat);
+    }
     Ran::Done(ex, Handled::Answered)
 }
 

@@ -44,6 +44,7 @@ pub async fn handle(
     let mut streamed = None;
     let ex = match read_request(&parts, &mut body, &mut buf, peer, shared).await {
         Ok((head, stream_limit, content)) => {
+            let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
             let mut ex = Exchange {
                 buf,
                 head: Box::new(head),
@@ -51,6 +52,7 @@ pub async fn handle(
                 resp: Response::default(),
                 extra: Vec::new(),
                 stream: None,
+                id,
             };
             if let Some(limit) = stream_limit {
                 let len = match ex.head.body {
@@ -74,6 +76,8 @@ pub async fn handle(
                 status: e.status,
                 body_bytes,
                 started,
+                id: None,
+                set_cookies: &[],
             });
             drain(&mut body).await;
             return;
@@ -89,7 +93,10 @@ pub async fn handle(
         }
     };
     let (mut resp, ex) = match dispatched {
-        Dispatched::Answered(mut ex) => (std::mem::take(&mut ex.resp), Some(ex)),
+        Dispatched::Answered(mut ex) => {
+            ex.stamp_id(&shared.config.request_id);
+            (std::mem::take(&mut ex.resp), Some(ex))
+        }
         // The request's bytes went with a failed worker job.
         Dispatched::Lost => {
             let mut resp = Response::default();
@@ -99,6 +106,8 @@ pub async fn handle(
     };
     refuse_unsendable(&mut resp);
     let status = resp.status;
+    // The access log may record a cookie the response sets; the response goes to h2 below.
+    let set_cookies = crate::access_log::set_cookies(&resp.headers);
     let body_bytes = send(&mut respond, resp, is_head, shared)
         .await
         .unwrap_or_else(|e| {
@@ -111,6 +120,8 @@ pub async fn handle(
         status,
         body_bytes,
         started,
+        id: ex.as_ref().map(|ex| ex.id),
+        set_cookies: &set_cookies,
     });
 }
 

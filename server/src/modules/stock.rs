@@ -68,6 +68,12 @@ pub const STOCK: &[Stock] = &[
         handlers: &[],
         filters: &["image"],
     },
+    Stock {
+        library: "filters",
+        module: "filters",
+        handlers: &["host_redirect"],
+        filters: &["cors", "headers", "userid"],
+    },
 ];
 
 /// The stock library that provides handler (`filter` false) or filter type `kind`.

@@ -1,0 +1,103 @@
+//! Checks for header fields a module writes from its configuration (RFC 9110 5.1, 5.5).
+
+/// A header name: a non-empty RFC 9110 token.
+pub fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A header value: visible characters, spaces and tabs, no leading or trailing whitespace
+/// (so no CR, LF or NUL can split a response).
+pub fn is_field_value(value: &str) -> bool {
+    value.bytes().all(|b| b == b'\t' || b >= b' ' && b != 0x7f)
+        && !value.starts_with([' ', '\t'])
+        && !value.ends_with([' ', '\t'])
+}
+
+/// Headers the core writes itself or that HTTP/2 forbids (RFC 9113 8.2.2): a module's
+/// configuration may not set or remove them.
+pub fn is_core_managed(name: &str) -> bool {
+    [
+        "connection",
+        "content-length",
+        "date",
+        "keep-alive",
+        "proxy-connection",
+        "server",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ]
+    .iter()
+    .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Check a header a configuration asks to send: `Err` says what is wrong.
+pub fn check_header(name: &str, value: &str) -> Result<(), String> {
+    if !is_token(name) {
+        return Err(format!("`{name}` is not a valid header name"));
+    }
+    if is_core_managed(name) {
+        return Err(format!("`{name}` is written by the server itself"));
+    }
+    if !is_field_value(value) {
+        return Err(format!(
+            "the value of `{name}` has a control character (CR, LF, NUL) or surrounding spaces"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_values() {
+        assert!(check_header("X-Frame-Options", "DENY").is_ok());
+        assert!(check_header("X Bad", "v").is_err());
+        assert!(check_header("", "v").is_err());
+        assert!(check_header("X-A", "a\r\nInjected: 1").is_err());
+        assert!(check_header("X-A", "a\0").is_err());
+        assert!(check_header("X-A", " a").is_err());
+        assert!(check_header("Content-Length", "5").is_err());
+        assert!(check_header("x-a", "").is_ok());
+        assert!(is_field_value("a\tb ü"));
+    }
+}
+
+/// Add `name` to the response's `Vary` (unless it is listed already, or `Vary: *`).
+pub fn add_vary(resp: &mut crate::Response, name: &'static str) {
+    match resp.get_header("vary").map(str::to_owned) {
+        None => {
+            resp.header("Vary", name);
+        }
+        Some(v) => {
+            let has = v
+                .split(',')
+                .any(|t| t.trim() == "*" || t.trim().eq_ignore_ascii_case(name));
+            if !has {
+                resp.set_header("Vary", format!("{v}, {name}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod vary_tests {
+    #[test]
+    fn vary_is_extended_once() {
+        let mut r = crate::Response::new();
+        super::add_vary(&mut r, "Origin");
+        super::add_vary(&mut r, "Origin");
+        assert_eq!(r.get_header("vary"), Some("Origin"));
+        super::add_vary(&mut r, "Accept-Encoding");
+        assert_eq!(r.get_header("vary"), Some("Origin, Accept-Encoding"));
+        r.set_header("Vary", "*");
+        super::add_vary(&mut r, "Origin");
+        assert_eq!(r.get_header("vary"), Some("*"));
+    }
+}
