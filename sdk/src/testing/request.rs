@@ -298,6 +298,22 @@ fn path_info<'p>(prefix: &str, path: &'p str) -> Option<&'p str> {
     (rest.is_empty() && !prefix.ends_with('/') || rest.starts_with('/')).then_some(rest)
 }
 
+/// A body handed out in pieces, as the core streams a request body.
+struct Pieces(std::vec::IntoIter<Vec<u8>>, u64);
+
+impl BodyStream for Pieces {
+    fn poll_chunk(
+        &mut self,
+        _cx: &mut FfiContext<'_>,
+    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+        FfiPoll::Ready(self.0.next().map(|p| RResult::ROk(p.into())).into())
+    }
+
+    fn known_len(&self) -> ROption<u64> {
+        ROption::RSome(self.1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,21 +367,5 @@ mod tests {
             "[::1]"
         );
         assert_eq!(TestRequest::get("/").host(), "localhost");
-    }
-}
-
-/// A body handed out in pieces, as the core streams a request body.
-struct Pieces(std::vec::IntoIter<Vec<u8>>, u64);
-
-impl BodyStream for Pieces {
-    fn poll_chunk(
-        &mut self,
-        _cx: &mut FfiContext<'_>,
-    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
-        FfiPoll::Ready(self.0.next().map(|p| RResult::ROk(p.into())).into())
-    }
-
-    fn known_len(&self) -> ROption<u64> {
-        ROption::RSome(self.1)
     }
 }
