@@ -248,3 +248,29 @@ fn error_log_is_plain_rate_limited_and_says_an_error_once() {
     assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
     assert!(!err.contains('\x1b'), "{err}");
 }
+
+/// Network threads are `network_threads` / `--network-threads` ("worker" names only the blocking
+/// pool); the first names, `workers` / `--workers`, are accepted aliases, and an error names the
+/// key as written.
+#[test]
+fn network_threads_and_their_old_name() {
+    for key in ["network_threads", "workers"] {
+        let (ok, _) = common::check_config(&format!("{{\"{key}\": 2}}"), &[]);
+        assert!(ok, "{key}");
+        let (ok, text) = common::check_config(&format!("{{\n\"{key}\": 0}}"), &[]);
+        assert!(!ok);
+        assert!(
+            text.contains(&format!(":2: key `{key}`: must be at least 1")),
+            "{text}"
+        );
+    }
+    for flag in ["--network-threads", "--workers"] {
+        let (ok, text) = common::check_config("{}", &[flag, "0"]);
+        assert!(
+            !ok && text.contains("--network-threads must be at least 1"),
+            "{flag}: {text}"
+        );
+        let (ok, text) = common::check_config("{}", &[flag, "3"]);
+        assert!(ok, "{flag}: {text}");
+    }
+}

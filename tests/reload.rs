@@ -250,7 +250,7 @@ fn keys_a_reload_cannot_apply_are_named() {
     let log = wait_log(&srv, "configuration reloaded", 1);
     assert!(
         log.contains(
-            "`workers`, `cpu_affinity` and `worker_pool.threads` take effect at the next restart"
+            "`network_threads`, `cpu_affinity` and `worker_pool.threads` take effect at the next restart"
         ),
         "{log}"
     );

@@ -66,9 +66,9 @@ struct Cli {
     /// Load a module library (repeatable), after those in `load`.
     #[arg(short = 'M', value_name = "PATH")]
     modules: Vec<String>,
-    /// Number of network threads.
-    #[arg(long = "workers", value_name = "N")]
-    workers: Option<usize>,
+    /// Number of network threads (`--workers` is accepted too).
+    #[arg(long = "network-threads", visible_alias = "workers", value_name = "N")]
+    network_threads: Option<usize>,
     /// Check the configuration (and load its modules), then exit.
     #[arg(short = 't')]
     test: bool,
@@ -287,11 +287,11 @@ fn apply_cli(config: &mut Config, cli: &Cli) -> Result<(), String> {
     if let Some(path) = &cli.access_log {
         config.logging.access_log = Some(path.clone());
     }
-    if let Some(n) = cli.workers {
+    if let Some(n) = cli.network_threads {
         if n == 0 {
-            return Err("--workers must be at least 1".into());
+            return Err("--network-threads must be at least 1".into());
         }
-        config.workers = n;
+        config.network_threads = n;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! no request. Backends are part of the configuration: a reload adds, removes and changes them
 //! (an unchanged backend keeps its pools, ejections and health; a removed one serves the
 //! requests that still use it, then its pooled connections close and its checks stop).
-//! Listeners, `workers` and module sections (`modules.<name>`) stay as they were at start:
+//! Listeners, `network_threads` and module sections (`modules.<name>`) stay as they were at start:
 //! changing them needs a restart, and a reload that changes them says so in the log.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -101,12 +101,12 @@ fn warn_about_restart_only_changes(old: &Config, new: &Config) {
             "reload: `listen` changes (interface, backlog, deferred) take effect at the next restart"
         );
     }
-    if old.workers != new.workers
+    if old.network_threads != new.network_threads
         || old.cpu_affinity != new.cpu_affinity
         || old.worker_pool.threads != new.worker_pool.threads
     {
         tracing::warn!(
-            "reload: `workers`, `cpu_affinity` and `worker_pool.threads` take effect at the \
+            "reload: `network_threads`, `cpu_affinity` and `worker_pool.threads` take effect at the \
              next restart"
         );
     }

@@ -91,13 +91,13 @@ pub fn run(
             config.file
         ));
     }
-    let workers = config.workers;
-    let mut per_thread = Vec::with_capacity(workers);
+    let threads = config.network_threads;
+    let mut per_thread = Vec::with_capacity(threads);
     for l in &config.listen {
         let addr = crate::net::parse_interface(&l.interface)?;
         crate::net::check_unused(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     }
-    for _ in 0..workers {
+    for _ in 0..threads {
         let mut listeners = Vec::new();
         for (i, l) in config.listen.iter().enumerate() {
             let addr = crate::net::parse_interface(&l.interface)?;
@@ -122,7 +122,7 @@ pub fn run(
     let shared = Arc::new(shared);
     crate::reload::publish(shared.clone());
     registry.lifecycle(Lifecycle::ServerStart);
-    let mut threads = Vec::with_capacity(workers);
+    let mut running = Vec::with_capacity(threads);
     for (index, listeners) in per_thread.into_iter().enumerate() {
         let stop = stop_rx.clone();
         let thread = std::thread::Builder::new()
@@ -140,17 +140,17 @@ pub fn run(
                 runtime.block_on(network_thread(index, listeners, stop, registry));
             })
             .map_err(|e| format!("cannot start a network thread: {e}"))?;
-        threads.push(thread);
+        running.push(thread);
     }
     tracing::info!(
-        "osprey {} started with {workers} network threads",
+        "osprey {} started with {threads} network threads",
         env!("CARGO_PKG_VERSION")
     );
     drop(shared);
     signals.serve(reloader);
     tracing::info!("stopping: finishing in-flight requests");
     let _ = stop_tx.send(true);
-    for t in threads {
+    for t in running {
         let _ = t.join();
     }
     if let Some(last) = crate::reload::current() {

@@ -91,7 +91,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub modules: BTreeMap<String, Section>,
     pub routes: Vec<RouteSpec>,
-    pub workers: usize,
+    /// Network threads.
+    pub network_threads: usize,
     pub cpu_affinity: bool,
     pub worker_pool: PoolConfig,
     pub limits: Limits,
@@ -141,8 +142,15 @@ impl Config {
                 ));
             }
         }
-        let workers = match raw.workers {
-            Some(0) => return Err(parser.error_at_key("workers", "must be at least 1")),
+        let network_threads = match raw.network_threads {
+            Some(0) => {
+                // The key as written: the old name is an alias.
+                let key = ["network_threads", "workers"]
+                    .into_iter()
+                    .find(|k| parser.json.contains(&format!("\"{k}\"")))
+                    .unwrap_or("network_threads");
+                return Err(parser.error_at_key(key, "must be at least 1"));
+            }
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
@@ -189,7 +197,7 @@ impl Config {
             logging: raw.logging,
             modules,
             routes,
-            workers,
+            network_threads,
             cpu_affinity: raw.cpu_affinity,
             worker_pool: raw.worker_pool,
             limits: raw.limits,

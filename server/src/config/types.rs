@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// The file as written (NXWEB's keys plus Osprey's `workers`, `limits`, `timeouts`, ...).
+/// The file as written (NXWEB's keys plus Osprey's `network_threads`, `limits`, `timeouts`, ...).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig<'a> {
@@ -22,8 +22,10 @@ pub struct FileConfig<'a> {
     pub modules: BTreeMap<String, &'a RawValue>,
     #[serde(default, borrow)]
     pub routing: Vec<&'a RawValue>,
-    /// Network threads; default: one per core.
-    pub workers: Option<usize>,
+    /// Network threads; default: one per core. `workers` is accepted too (the name the first
+    /// versions used; "worker" now means only the blocking pool's threads).
+    #[serde(alias = "workers")]
+    pub network_threads: Option<usize>,
     /// Pin network thread i to core i.
     #[serde(default)]
     pub cpu_affinity: bool,
