@@ -6,8 +6,9 @@ use super::{bad, HttpError};
 
 const MAX_LINE: usize = 4096;
 
+/// What the decoder expects next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+enum Expect {
     Size,
     Ext,
     SizeLf,
@@ -51,7 +52,7 @@ impl Sink for BodyBuf {
 
 #[derive(Debug)]
 pub struct Decoder {
-    state: State,
+    expect: Expect,
     size: u64,
     digits: usize,
     line: usize,
@@ -60,7 +61,7 @@ pub struct Decoder {
 impl Default for Decoder {
     fn default() -> Self {
         Decoder {
-            state: State::Size,
+            expect: Expect::Size,
             size: 0,
             digits: 0,
             line: 0,
@@ -70,7 +71,7 @@ impl Default for Decoder {
 
 impl Decoder {
     pub fn is_done(&self) -> bool {
-        self.state == State::Done
+        self.expect == Expect::Done
     }
 
     /// Decode from `input`, appending data to `out`. Returns the bytes consumed; stops at the
@@ -82,10 +83,10 @@ impl Decoder {
         max: u64,
     ) -> Result<usize, HttpError> {
         let mut i = 0;
-        while i < input.len() && self.state != State::Done {
+        while i < input.len() && self.expect != Expect::Done {
             let b = input[i];
-            match self.state {
-                State::Size => match b {
+            match self.expect {
+                Expect::Size => match b {
                     b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
                         self.digits += 1;
                         if self.digits > 16 {
@@ -95,24 +96,24 @@ impl Decoder {
                         self.size = (self.size << 4) | d;
                     }
                     b';' | b' ' | b'\t' if self.digits > 0 => {
-                        self.state = State::Ext;
+                        self.expect = Expect::Ext;
                         self.line = 0;
                     }
-                    b'\r' if self.digits > 0 => self.state = State::SizeLf,
+                    b'\r' if self.digits > 0 => self.expect = Expect::SizeLf,
                     _ => return Err(bad("bad chunk size")),
                 },
-                State::Ext => {
+                Expect::Ext => {
                     self.line += 1;
                     if self.line > MAX_LINE {
                         return Err(bad("chunk extension too long"));
                     }
                     match b {
-                        b'\r' => self.state = State::SizeLf,
+                        b'\r' => self.expect = Expect::SizeLf,
                         b'\n' | 0 => return Err(bad("bad chunk extension")),
                         _ => {}
                     }
                 }
-                State::SizeLf => {
+                Expect::SizeLf => {
                     if b != b'\n' {
                         return Err(bad("bad chunk size line ending"));
                     }
@@ -120,66 +121,66 @@ impl Decoder {
                         return Err(HttpError::new(413, "request body too large"));
                     }
                     self.digits = 0;
-                    self.state = if self.size == 0 {
-                        State::TrailerStart
+                    self.expect = if self.size == 0 {
+                        Expect::TrailerStart
                     } else {
-                        State::Data
+                        Expect::Data
                     };
                 }
-                State::Data => {
+                Expect::Data => {
                     let take = (self.size as usize).min(input.len() - i);
                     out.put(&input[i..i + take])?;
                     self.size -= take as u64;
                     i += take;
                     if self.size == 0 {
-                        self.state = State::DataCr;
+                        self.expect = Expect::DataCr;
                     }
                     continue;
                 }
-                State::DataCr => {
+                Expect::DataCr => {
                     if b != b'\r' {
                         return Err(bad("chunk data longer than its size"));
                     }
-                    self.state = State::DataLf;
+                    self.expect = Expect::DataLf;
                 }
-                State::DataLf => {
+                Expect::DataLf => {
                     if b != b'\n' {
                         return Err(bad("bad chunk line ending"));
                     }
-                    self.state = State::Size;
+                    self.expect = Expect::Size;
                 }
-                State::TrailerStart => match b {
-                    b'\r' => self.state = State::EndLf,
+                Expect::TrailerStart => match b {
+                    b'\r' => self.expect = Expect::EndLf,
                     b'\n' | 0 => return Err(bad("bad trailer")),
                     _ => {
                         self.line = 1;
-                        self.state = State::Trailer;
+                        self.expect = Expect::Trailer;
                     }
                 },
-                State::Trailer => {
+                Expect::Trailer => {
                     self.line += 1;
                     if self.line > MAX_LINE {
                         return Err(bad("trailer too long"));
                     }
                     match b {
-                        b'\r' => self.state = State::TrailerLf,
+                        b'\r' => self.expect = Expect::TrailerLf,
                         b'\n' | 0 => return Err(bad("bad trailer")),
                         _ => {}
                     }
                 }
-                State::TrailerLf => {
+                Expect::TrailerLf => {
                     if b != b'\n' {
                         return Err(bad("bad trailer line ending"));
                     }
-                    self.state = State::TrailerStart;
+                    self.expect = Expect::TrailerStart;
                 }
-                State::EndLf => {
+                Expect::EndLf => {
                     if b != b'\n' {
                         return Err(bad("bad end of chunked body"));
                     }
-                    self.state = State::Done;
+                    self.expect = Expect::Done;
                 }
-                State::Done => unreachable!(),
+                Expect::Done => unreachable!(),
             }
             i += 1;
         }
