@@ -122,9 +122,9 @@ impl RequestId {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         match self.kind {
             Kind::Random(raw) => {
-                for (i, b) in raw.iter().enumerate() {
-                    room[2 * i] = HEX[(b >> 4) as usize];
-                    room[2 * i + 1] = HEX[(b & 15) as usize];
+                for (pair, b) in room.chunks_exact_mut(2).zip(raw) {
+                    pair[0] = HEX[(b >> 4) as usize];
+                    pair[1] = HEX[(b & 15) as usize];
                 }
                 std::str::from_utf8(&room[..]).unwrap_or("-")
             }
