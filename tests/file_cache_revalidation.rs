@@ -1,6 +1,6 @@
 //! `file_cache` revalidation against the real binary: the client's `no-cache` / `max-age=0`
 //! (and a route that ignores them), `stale-while-revalidate`, `stale-if-error`,
-//! `must-revalidate`, and `Age`.
+//! `must-revalidate`, `Age`, and `Vary`.
 
 mod common;
 
@@ -45,6 +45,11 @@ fn config(flag: &std::path::Path) -> String {
         r(
             "/must-revalidate",
             r#""headers": {"Cache-Control": "max-age=1, must-revalidate"},"#,
+            "",
+        ),
+        r(
+            "/vary",
+            r#""headers": {"Cache-Control": "max-age=60", "Vary": "X-Lang, accept-encoding", "ETag": "\"v\""},"#,
             "",
         ),
         r(
@@ -200,4 +205,30 @@ fn age_counts_from_the_origins_age() {
     std::thread::sleep(Duration::from_millis(1100));
     let r = s.get("/aged", "");
     assert_eq!((hit(&r), r.header("age")), ("hit 1".into(), Some("21")));
+}
+
+#[test]
+fn vary_keeps_one_entry_per_listed_request_header() {
+    let s = site();
+    let lang = |l: &str| format!("X-Lang: {l}\r\n");
+    assert_eq!(hit(&s.get("/vary", &lang("en"))), "hit 1");
+    assert_eq!(hit(&s.get("/vary", &lang("fr"))), "hit 2");
+    assert_eq!(hit(&s.get("/vary", "")), "hit 3");
+    for _ in 0..2 {
+        assert_eq!(hit(&s.get("/vary", &lang("en"))), "hit 1");
+        assert_eq!(hit(&s.get("/vary", &lang("fr"))), "hit 2");
+        assert_eq!(hit(&s.get("/vary", "")), "hit 3");
+        // Accept-Encoding is not part of the variant (the gzip filter keys it).
+        assert_eq!(
+            hit(&s.get("/vary", &format!("{}Accept-Encoding: br\r\n", lang("en")))),
+            "hit 1"
+        );
+    }
+    assert_eq!(s.count("/vary"), (3, 0));
+    // A variant is revalidated on its own: a 304 refreshes the `fr` entry only.
+    let r = s.get(
+        "/vary",
+        &format!("{}Cache-Control: no-cache\r\n", lang("fr")),
+    );
+    assert_eq!((hit(&r), s.count("/vary")), ("hit 2".into(), (4, 1)));
 }

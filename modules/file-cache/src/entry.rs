@@ -96,11 +96,13 @@ pub fn storable(req: &Request<'_>, resp: &Response) -> bool {
     {
         return false;
     }
-    // Variants other than the encoding (which the gzip filter keys) cannot be told apart.
-    if resp.get_header("vary").is_some_and(|v| {
-        v.split(',')
-            .any(|t| !t.trim().eq_ignore_ascii_case("accept-encoding") && !t.trim().is_empty())
-    }) {
+    // `Vary: *`: no request is known to match (other Vary values are stored per variant).
+    if resp
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("vary"))
+        .any(|h| h.value.split(',').any(|t| t.trim() == "*"))
+    {
         return false;
     }
     // Answers to authenticated requests are for that user unless marked shareable.

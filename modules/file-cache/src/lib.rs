@@ -14,6 +14,7 @@ mod purge;
 mod stats;
 mod store;
 mod tee;
+mod vary;
 mod zones;
 
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ use entry::{client_wants_validation, now_ms, storable, Entry};
 use inflight::{InFlight, Role};
 use stats::Stats;
 use store::Store;
+use vary::Vary;
 
 struct FileCacheModule;
 
@@ -106,6 +108,9 @@ struct FileCache {
     max_stale: Option<u64>,
     lock_timeout: Duration,
     store: Arc<Store>,
+    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
+    /// passes are per key (all variants).
+    vary: Vary,
     in_flight: InFlight,
     /// Keys whose last origin answer was not cacheable: requests for them go straight to the
     /// origin for a while instead of queueing behind each other.
@@ -168,6 +173,7 @@ impl FileCache {
             max_stale: conf.max_stale,
             lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
             store,
+            vary: Vary::new(),
             in_flight: InFlight::default(),
             passes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -202,6 +208,17 @@ impl FileCache {
         resp.body_stream(tee::Tee::new(inner, self.max_entry_size, Box::new(on_end)));
     }
 
+    /// Learn what a storable answer varies on; the key to store it under. The entry under
+    /// the key the request was looked up with goes if that key is no longer right.
+    fn learn_vary(&self, req: &Request<'_>, key: &str, looked_up: &str, resp: &Response) -> String {
+        self.vary.learn(key, resp);
+        let variant = self.vary.key(req, key);
+        if variant != looked_up {
+            self.store.forget(looked_up);
+        }
+        variant
+    }
+
     /// The body of an origin response as bytes, if it can be stored.
     fn body_bytes(&self, body: &Body) -> Option<Vec<u8>> {
         if body.len().is_none_or(|n| n > self.max_entry_size) {
@@ -224,7 +241,7 @@ impl Filter for FileCache {
             return Step::Continue;
         }
         let now = now_ms();
-        let entry = self.store.lookup(key);
+        let entry = self.store.lookup(&self.vary.key(req, key));
         let stats = &self.store.stats;
         let validate =
             |e: &Entry| !self.ignore_client_no_cache && client_wants_validation(req, e.age(now));
@@ -282,7 +299,7 @@ impl Filter for FileCache {
             .in_flight
             .get(key)
             .and_then(|f| f.stale.clone())
-            .or_else(|| self.store.in_memory(key));
+            .or_else(|| self.store.in_memory(&self.vary.key(req, key)));
         let validator = |name: &str| {
             stale
                 .as_ref()
@@ -321,14 +338,15 @@ impl Filter for FileCache {
             None
         };
         let now = now_ms();
+        let variant = self.vary.key(req, key);
         let known = _done
             .as_ref()
             .and_then(|d| d.0.stale.clone())
-            .or_else(|| self.store.lookup(key));
+            .or_else(|| self.store.lookup(&variant));
         match resp.status {
             304 if known.is_some() => {
                 let e = Arc::new(known.unwrap().refreshed(resp, self.ttl, now));
-                self.store.put(key, e.clone());
+                self.store.put(&variant, e.clone());
                 e.serve(req, resp, now, false);
             }
             500..=599 => {
@@ -353,7 +371,8 @@ impl Filter for FileCache {
                 && storable(req, resp)
                 && resp.body.len().is_none_or(|n| n <= self.max_entry_size) =>
             {
-                self.store_at_end(key, resp, _done);
+                let variant = self.learn_vary(req, key, &variant, resp);
+                self.store_at_end(&variant, resp, _done);
             }
             _ => {
                 let body = if storable(req, resp) {
@@ -364,13 +383,14 @@ impl Filter for FileCache {
                 let e = body.map(|b| Arc::new(Entry::from_response(resp, b, self.ttl, now)));
                 match e {
                     Some(e) if e.worth_storing() => {
-                        self.store.put(key, e.clone());
+                        let variant = self.learn_vary(req, key, &variant, resp);
+                        self.store.put(&variant, e.clone());
                         e.serve(req, resp, now, false);
                     }
                     _ => {
                         // The resource is not (or no longer) cacheable.
                         if known.is_some() {
-                            self.store.forget(key);
+                            self.store.forget(&variant);
                         }
                         self.passes.insert(key.to_owned(), ());
                     }
