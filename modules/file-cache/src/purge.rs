@@ -3,7 +3,7 @@
 //! shared secret, may purge; others get 403.
 //!
 //! - `PURGE /uri` removes the entry of that URI on the request's host, over both schemes and
-//!   with all its variants (gzip's `|gzip`, image variants: keys that extend it with `|...`).
+//!   with all its variants (keys that extend it with `|...`: gzip's `|gzip`, Vary variants).
 //! - `X-Purge-Prefix: /ads/` removes the host's entries whose URI starts with it,
 //!   `X-Purge-Pattern: /ads/*.html` those whose URI matches the glob, and `X-Purge-Host: h`
 //!   alone every entry of host `h` (it also names the host for the other two).
