@@ -115,9 +115,10 @@ fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
     ];
     format!(
         r#"{{
-  "load": [{{"so": "testkit"}}, {{"so": "file_cache"}}, {{"so": "gzip"}}],
+  "load": [{{"so": "testkit"}}, {{"so": "file_cache"}}, {{"so": "gzip"}}, {{"so": "status"}}],
   "routing": [
     {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/status", "handler": "status"}},
     {{"prefix": "/declines", "handler": "decline", "filters": [{{"type": "file_cache", "lock_timeout": 600}}]}},
     {{"prefix": "/declines", "handler": "counter", "counter": "/declines", "headers": {{"Cache-Control": "max-age=60"}}}},
     {{"prefix": "/gzip", "handler": "counter", "counter": "/gzip", "text": {text:?},
@@ -451,6 +452,11 @@ fn corrupt_cache_files_are_discarded() {
     assert_eq!(r.text(), "hit 1\n", "origin answer, not the corrupt body");
     assert_eq!(s.count("/disk"), (1, 0));
     assert!(s.srv.log_text().contains("corrupt"), "{}", s.srv.log_text());
+    let status = s.srv.get("/status").text();
+    assert!(
+        status.contains("\nCounter file_cache_store_errors: 1\n"),
+        "{status}"
+    );
     // Replaced by a good entry; now a truncated file.
     s.srv.stop();
     let data = std::fs::read(&file).unwrap();
@@ -458,6 +464,7 @@ fn corrupt_cache_files_are_discarded() {
     s.restart();
     assert_eq!(hit(&s.srv.get("/disk")), "hit 1");
     assert_eq!(s.count("/disk"), (1, 0));
+    assert!(s.srv.log_text().contains("discarded corrupt cache file"));
     // And garbage.
     s.srv.stop();
     std::fs::write(&file, "not a cache file at all").unwrap();
