@@ -84,8 +84,15 @@ impl Disk {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with(".tmp-") {
-                // Left by a crash mid-write.
-                let _ = std::fs::remove_file(&path);
+                // Left by a crash mid-write (a recent one may be a write by the instance a
+                // reload replaces).
+                let old = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 60));
+                if old {
+                    let _ = std::fs::remove_file(&path);
+                }
                 continue;
             }
             if !name.ends_with(".cache") {
@@ -117,9 +124,7 @@ impl Disk {
 
     /// The entry stored for `key`. A corrupt file is removed. A read marks the file used.
     pub fn read(&self, key: &str) -> Result<Entry, ReadError> {
-        if !self.index.lock().unwrap().files.contains_key(key) {
-            return Err(ReadError::Missing);
-        }
+        // Not only indexed files: during a reload the replaced instance may still write some.
         let path = self.path(key);
         let data = match std::fs::read(&path) {
             Ok(data) => data,
@@ -134,9 +139,10 @@ impl Disk {
                 if let Ok(f) = std::fs::File::options().append(true).open(&path) {
                     let _ = f.set_modified(now);
                 }
-                if let Some(i) = self.index.lock().unwrap().files.get_mut(key) {
-                    i.used = now;
-                }
+                self.index
+                    .lock()
+                    .unwrap()
+                    .insert(key.to_owned(), data.len() as u64, now);
                 Ok(e)
             }
             Err(why) => {
