@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use sha2::{Digest, Sha256};
@@ -23,6 +23,8 @@ use crate::entry::Entry;
 const MAGIC: &[u8] = b"OSPREY-FILE-CACHE 1\n";
 /// A header line longer than this is not a cache file's.
 const MAX_HEAD: u64 = 1 << 20;
+/// Hits served from memory mark their file used at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Head {
@@ -136,9 +138,7 @@ impl Disk {
         match parse(&data, key) {
             Ok(e) => {
                 let now = SystemTime::now();
-                if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-                    let _ = f.set_modified(now);
-                }
+                set_used(&path, now);
                 self.index
                     .lock()
                     .unwrap()
@@ -184,6 +184,22 @@ impl Disk {
         }
     }
 
+    /// A hit of `key` served from memory: mark its file used (at most once a minute).
+    pub fn touch(&self, key: &str) {
+        let now = SystemTime::now();
+        {
+            let mut index = self.index.lock().unwrap();
+            let Some(i) = index.files.get_mut(key) else {
+                return;
+            };
+            if now.duration_since(i.used).is_ok_and(|d| d < TOUCH_EVERY) {
+                return;
+            }
+            i.used = now;
+        }
+        set_used(&self.path(key), now);
+    }
+
     /// Remove the file of `key`; whether there was one.
     pub fn remove(&self, key: &str) -> bool {
         let listed = self.index.lock().unwrap().remove(key);
@@ -218,6 +234,13 @@ impl Disk {
             index.remove(&key);
             let _ = std::fs::remove_file(file_path(&self.dir, &key));
         }
+    }
+}
+
+/// The file's modification time is its last use.
+fn set_used(path: &Path, when: SystemTime) {
+    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(when);
     }
 }
 
@@ -287,4 +310,47 @@ fn parse(data: &[u8], key: &str) -> Result<Entry, String> {
         stored_ms: head.stored_ms,
         fresh_until_ms: head.fresh_until_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            headers: Vec::new(),
+            body: RArc::new(RVec::from(vec![b'x'; 1000])),
+            stored_ms: 0,
+            fresh_until_ms: 0,
+        }
+    }
+
+    #[test]
+    fn hits_from_memory_keep_a_file_from_eviction_across_a_restart() {
+        let dir = std::env::temp_dir().join(format!("osprey-fc-disk-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Files are about 1.1 kB: three fit in 3500 bytes.
+        let (disk, _) = Disk::open(dir.clone(), Some(3500));
+        for key in ["a", "b", "c"] {
+            disk.write(key, &entry()).unwrap();
+        }
+        // As if written two minutes ago, in order.
+        let long_ago = SystemTime::now() - Duration::from_secs(120);
+        for (n, key) in ["a", "b", "c"].iter().enumerate() {
+            let when = long_ago + Duration::from_secs(n as u64);
+            disk.index.lock().unwrap().files.get_mut(*key).unwrap().used = when;
+            set_used(&disk.path(key), when);
+        }
+        disk.touch("a");
+        drop(disk);
+        let (disk, removed) = Disk::open(dir.clone(), Some(3500));
+        assert!(removed.is_empty());
+        disk.write("d", &entry()).unwrap();
+        let mut kept = disk.keys();
+        kept.sort();
+        assert_eq!(kept, ["a", "d"], "b and c were the least recently used");
+        assert!(disk.read("b").is_err() && disk.read("a").is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -47,6 +47,9 @@ impl Store {
     /// The entry for `key`, from memory or else from disk.
     pub fn lookup(&self, key: &str) -> Option<Arc<Entry>> {
         if let Some(e) = self.memory.get(key) {
+            if let Some(disk) = &self.disk {
+                disk.touch(key);
+            }
             return Some(e);
         }
         match self.disk.as_ref()?.read(key) {
