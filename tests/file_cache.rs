@@ -58,8 +58,8 @@ fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
             "",
         ),
         r(
-            "/vary-cookie",
-            r#""headers": {"Cache-Control": "max-age=60", "Vary": "Cookie"},"#,
+            "/vary-star",
+            r#""headers": {"Cache-Control": "max-age=60", "Vary": "X-Lang, *"},"#,
             "",
         ),
         r(
@@ -115,9 +115,10 @@ fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
     ];
     format!(
         r#"{{
-  "load": [{{"so": "testkit"}}, {{"so": "file_cache"}}, {{"so": "gzip"}}],
+  "load": [{{"so": "testkit"}}, {{"so": "file_cache"}}, {{"so": "gzip"}}, {{"so": "status"}}],
   "routing": [
     {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/status", "handler": "status"}},
     {{"prefix": "/declines", "handler": "decline", "filters": [{{"type": "file_cache", "lock_timeout": 600}}]}},
     {{"prefix": "/declines", "handler": "counter", "counter": "/declines", "headers": {{"Cache-Control": "max-age=60"}}}},
     {{"prefix": "/gzip", "handler": "counter", "counter": "/gzip", "text": {text:?},
@@ -233,7 +234,7 @@ fn never_stores_what_it_must_not() {
         "/private",
         "/no-store",
         "/cookie",
-        "/vary-cookie",
+        "/vary-star",
     ] {
         assert_eq!(hit(&s.srv.get(route)), "hit 1", "{route}");
         assert_eq!(
@@ -451,6 +452,11 @@ fn corrupt_cache_files_are_discarded() {
     assert_eq!(r.text(), "hit 1\n", "origin answer, not the corrupt body");
     assert_eq!(s.count("/disk"), (1, 0));
     assert!(s.srv.log_text().contains("corrupt"), "{}", s.srv.log_text());
+    let status = s.srv.get("/status").text();
+    assert!(
+        status.contains("\nCounter file_cache_store_errors: 1\n"),
+        "{status}"
+    );
     // Replaced by a good entry; now a truncated file.
     s.srv.stop();
     let data = std::fs::read(&file).unwrap();
@@ -458,6 +464,7 @@ fn corrupt_cache_files_are_discarded() {
     s.restart();
     assert_eq!(hit(&s.srv.get("/disk")), "hit 1");
     assert_eq!(s.count("/disk"), (1, 0));
+    assert!(s.srv.log_text().contains("discarded corrupt cache file"));
     // And garbage.
     s.srv.stop();
     std::fs::write(&file, "not a cache file at all").unwrap();
@@ -511,5 +518,59 @@ fn configuration_errors_name_the_key_and_line() {
             err.contains(key) && err.contains(want) && err.contains(":4"),
             "{key}: {err}"
         );
+    }
+}
+
+#[test]
+fn disk_cache_is_bounded_least_recently_used_first_across_restarts() {
+    let dir = TempDir::new("fc-bounded");
+    // Files are about 1.2 kB: four fit in 5000 bytes; a fifth evicts down to 90% (two go).
+    let conf = format!(
+        r#"{{"load": [{{"so": "testkit"}}, {{"so": "file_cache"}}],
+  "routing": [
+    {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/b/", "handler": "counter", "counter": "b", "text": {text:?},
+      "headers": {{"Cache-Control": "max-age=600"}},
+      "filters": [{{"type": "file_cache", "cache_dir": {dir:?}, "max_disk_size": 5000}}]}}
+  ]}}"#,
+        text = "x".repeat(1000),
+        dir = dir.path().display().to_string()
+    );
+    let origin = |srv: &Server| -> u64 {
+        let t = srv.get("/count?b").text();
+        t.split(' ').next().unwrap().parse().unwrap()
+    };
+    let disk_bytes = || -> u64 {
+        cache_files(dir.path())
+            .iter()
+            .map(|f| f.metadata().unwrap().len())
+            .sum()
+    };
+    let mut srv = Server::start(&conf);
+    for p in ["/b/1", "/b/2", "/b/3", "/b/4"] {
+        assert_eq!(srv.get(p).status, 200);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cache_files(dir.path()).len(), 4);
+    // After a restart (memory empty) reading /b/1 from disk makes it the most recent.
+    srv.stop();
+    srv = Server::start(&conf);
+    assert_eq!(hit(&srv.get("/b/1")), "hit 1");
+    assert_eq!(origin(&srv), 0, "from disk");
+    // The order survives another restart: a fifth entry evicts /b/2 and /b/3.
+    srv.stop();
+    srv = Server::start(&conf);
+    srv.get("/b/5");
+    assert!(disk_bytes() <= 4500, "{}", disk_bytes());
+    assert_eq!(cache_files(dir.path()).len(), 3);
+    for (p, from_origin) in [
+        ("/b/1", 1),
+        ("/b/4", 1),
+        ("/b/5", 1),
+        ("/b/2", 2),
+        ("/b/3", 3),
+    ] {
+        srv.get(p);
+        assert_eq!(origin(&srv), from_origin, "{p}");
     }
 }

@@ -96,11 +96,13 @@ pub fn storable(req: &Request<'_>, resp: &Response) -> bool {
     {
         return false;
     }
-    // Variants other than the encoding (which the gzip filter keys) cannot be told apart.
-    if resp.get_header("vary").is_some_and(|v| {
-        v.split(',')
-            .any(|t| !t.trim().eq_ignore_ascii_case("accept-encoding") && !t.trim().is_empty())
-    }) {
+    // `Vary: *`: no request is known to match (other Vary values are stored per variant).
+    if resp
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("vary"))
+        .any(|h| h.value.split(',').any(|t| t.trim() == "*"))
+    {
         return false;
     }
     // Answers to authenticated requests are for that user unless marked shareable.
@@ -111,6 +113,25 @@ pub fn storable(req: &Request<'_>, resp: &Response) -> bool {
         return false;
     }
     true
+}
+
+/// Does the client ask for a validated answer (RFC 9111 §5.2.1): `no-cache`, a `max-age`
+/// the entry is older than, or HTTP/1.0's `Pragma: no-cache` without `Cache-Control`?
+pub fn client_wants_validation(req: &Request<'_>, age: u64) -> bool {
+    let cc = req.header("cache-control");
+    if cc.is_none() {
+        return req
+            .header("pragma")
+            .is_some_and(|p| has_directive(Some(p), "no-cache"));
+    }
+    directives(cc).any(|(name, arg)| match name.as_str() {
+        "no-cache" => true,
+        // `max-age=0` (a browser's reload) always revalidates, even an entry stored this second.
+        "max-age" => arg
+            .and_then(|a| a.parse::<u64>().ok())
+            .is_none_or(|max| max == 0 || age > max),
+        _ => false,
+    })
 }
 
 impl Entry {
@@ -189,9 +210,54 @@ impl Entry {
         now < self.fresh_until_ms
     }
 
-    /// Seconds the entry has been stale.
-    pub fn staleness(&self, now: u64) -> u64 {
-        now.saturating_sub(self.fresh_until_ms) / 1000
+    /// Seconds since the origin produced or confirmed it (the `Age` it is served with).
+    pub fn age(&self, now: u64) -> u64 {
+        now.saturating_sub(self.stored_ms) / 1000
+    }
+
+    /// The seconds of a `Cache-Control` directive of the entry, such as `stale-if-error`.
+    fn seconds(&self, directive: &str) -> Option<u64> {
+        directives(self.header("cache-control"))
+            .find(|(n, _)| n == directive)
+            .map(|(_, arg)| arg.and_then(|a| a.parse().ok()).unwrap_or(0))
+    }
+
+    /// May it ever be served stale? Not when the origin demands revalidation (RFC 9111
+    /// §4.2.4; `s-maxage` implies `proxy-revalidate` for a shared cache).
+    fn may_be_stale(&self) -> bool {
+        let cc = self.header("cache-control");
+        ![
+            "must-revalidate",
+            "proxy-revalidate",
+            "no-cache",
+            "s-maxage",
+        ]
+        .iter()
+        .any(|d| has_directive(cc, d))
+    }
+
+    /// Within its `stale-while-revalidate` window (RFC 5861 §3): it may be served while
+    /// another request revalidates it.
+    pub fn may_serve_while_revalidating(&self, now: u64) -> bool {
+        self.may_be_stale()
+            && self
+                .seconds("stale-while-revalidate")
+                .is_some_and(|window| self.staleness_ms(now) <= window * 1000)
+    }
+
+    /// May it stand in for an origin error? Within its `stale-if-error` window (RFC 5861
+    /// §4) if it has one, else always (NXWEB's serve-stale); never past `max_stale`.
+    pub fn may_serve_on_error(&self, now: u64, max_stale: Option<u64>) -> bool {
+        let stale_ms = self.staleness_ms(now);
+        self.may_be_stale()
+            && self
+                .seconds("stale-if-error")
+                .is_none_or(|window| stale_ms <= window * 1000)
+            && max_stale.is_none_or(|max| stale_ms / 1000 <= max)
+    }
+
+    fn staleness_ms(&self, now: u64) -> u64 {
+        now.saturating_sub(self.fresh_until_ms)
     }
 
     /// Fill `resp` from the entry. A client's own conditional request is answered from the
@@ -213,10 +279,7 @@ impl Entry {
         for (n, v) in &self.headers {
             resp.header(n.clone(), v.clone());
         }
-        resp.header(
-            "Age",
-            (now.saturating_sub(self.stored_ms) / 1000).to_string(),
-        );
+        resp.header("Age", self.age(now).to_string());
         if stale {
             resp.header("Warning", "110 - \"Response is Stale\"");
         }

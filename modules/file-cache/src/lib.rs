@@ -1,15 +1,21 @@
 //! `file_cache`: a filter that caches the responses of any handler in memory and optionally on
 //! disk, revalidates expired entries with the origin, serves a stale entry when the origin
 //! fails (NXWEB's behaviour), and lets concurrent misses for one key share one origin request.
+//! The `cache_purge` handler removes entries from the caches of a zone.
 //!
 //! ```json
-//! "filters": [{"type": "file_cache", "cache_dir": "/var/cache/osprey/backend1", "ttl": 60}]
+//! "filters": [{"type": "file_cache", "zone": "api", "cache_dir": "/var/cache/osprey/api", "ttl": 60}]
 //! ```
 
 mod disk;
 mod entry;
 mod inflight;
+mod purge;
+mod stats;
+mod store;
 mod tee;
+mod vary;
+mod zones;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,19 +23,23 @@ use std::time::Duration;
 
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::{
-    filter_box, host, parse_config, Body, ConfigError, Filter, FilterBox, HeaderPair, Mode, Module,
-    Request, Response, Step, WaitFuture,
+    filter_box, handler_box, host, parse_config, Body, ConfigError, Filter, FilterBox, HandlerBox,
+    HeaderPair, Mode, Module, Request, Response, Step, WaitFuture,
 };
 
-use disk::{Disk, ReadError};
-use entry::{now_ms, storable, Entry};
+use disk::Disk;
+use entry::{client_wants_validation, now_ms, storable, Entry};
 use inflight::{InFlight, Role};
+use stats::Stats;
+use store::Store;
+use vary::Vary;
 
 struct FileCacheModule;
 
 impl Module for FileCacheModule {
     const NAME: &'static str = "file_cache";
     const FILTERS: &'static [&'static str] = &["file_cache"];
+    const HANDLERS: &'static [&'static str] = &["cache_purge"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
         Ok(FileCacheModule)
@@ -37,6 +47,10 @@ impl Module for FileCacheModule {
 
     fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
         Ok(filter_box(FileCache::new(config)?))
+    }
+
+    fn new_handler(&self, _kind: &str, route: &str) -> Result<HandlerBox, ConfigError> {
+        Ok(handler_box(purge::Purge::new(route)?))
     }
 }
 
@@ -55,8 +69,16 @@ fn default_lock_timeout() -> f64 {
 /// The filter's keys in its `filters` entry.
 #[derive(serde::Deserialize)]
 struct Conf {
+    /// The name `cache_purge` routes and the counters know this cache by.
+    zone: Option<String>,
     /// Also keep entries on disk here (they survive a restart).
     cache_dir: Option<PathBuf>,
+    /// Bytes of files kept in `cache_dir` (least recently used evicted; default: no limit).
+    max_disk_size: Option<u64>,
+    /// Serve fresh entries even when the client asks for revalidation (`no-cache`,
+    /// `max-age=0`), as CDNs can.
+    #[serde(default)]
+    ignore_client_no_cache: bool,
     /// Freshness in seconds for responses that give none (no max-age, no Expires).
     #[serde(default)]
     ttl: u64,
@@ -81,11 +103,14 @@ struct Conf {
 struct FileCache {
     ttl: u64,
     dont_cache_queries: bool,
+    ignore_client_no_cache: bool,
     max_entry_size: u64,
     max_stale: Option<u64>,
     lock_timeout: Duration,
-    memory: moka::sync::Cache<String, Arc<Entry>>,
-    disk: Option<Arc<Disk>>,
+    store: Arc<Store>,
+    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
+    /// passes are per key (all variants).
+    vary: Vary,
     in_flight: InFlight,
     /// Keys whose last origin answer was not cacheable: requests for them go straight to the
     /// origin for a while instead of queueing behind each other.
@@ -102,32 +127,53 @@ impl FileCache {
                 "`lock_timeout` must be 0 to 3600 seconds",
             ));
         }
-        if let Some(dir) = &conf.cache_dir {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                ConfigError::at_key(
-                    json,
-                    "cache_dir",
-                    format!("cannot create `cache_dir` {}: {e}", dir.display()),
-                )
-            })?;
+        if let Some(zone) = conf.zone.as_deref().filter(|z| !zones::valid_name(z)) {
+            return Err(ConfigError::at_key(
+                json,
+                "zone",
+                format!("`zone` `{zone}` must be lower-case letters, digits and `_`"),
+            ));
         }
-        let memory = moka::sync::Cache::builder()
-            .max_capacity(conf.memory_cache_size)
-            .weigher(|k: &String, e: &Arc<Entry>| {
-                let headers: usize = e.headers.iter().map(|(n, v)| n.len() + v.len() + 16).sum();
-                (k.len() + headers + e.body.len() + 64)
-                    .try_into()
-                    .unwrap_or(u32::MAX)
-            })
-            .build();
+        if conf.max_disk_size.is_some() && conf.cache_dir.is_none() {
+            return Err(ConfigError::at_key(
+                json,
+                "max_disk_size",
+                "`max_disk_size` needs `cache_dir`",
+            ));
+        }
+        let stats = Stats::register(conf.zone.as_deref());
+        let disk = match &conf.cache_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    ConfigError::at_key(
+                        json,
+                        "cache_dir",
+                        format!("cannot create `cache_dir` {}: {e}", dir.display()),
+                    )
+                })?;
+                let (disk, removed) = Disk::open(dir.clone(), conf.max_disk_size);
+                for name in removed {
+                    stats.store_errors.incr();
+                    host::warn(&format!(
+                        "file_cache: discarded corrupt cache file {}",
+                        dir.join(name).display()
+                    ));
+                }
+                Some(disk)
+            }
+            None => None,
+        };
+        let store = Arc::new(Store::new(conf.memory_cache_size, disk, stats));
+        zones::register(conf.zone.as_deref(), &store);
         Ok(FileCache {
             ttl: conf.ttl,
             dont_cache_queries: conf.dont_cache_queries,
+            ignore_client_no_cache: conf.ignore_client_no_cache,
             max_entry_size: conf.max_entry_size,
             max_stale: conf.max_stale,
             lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
-            memory,
-            disk: conf.cache_dir.map(|dir| Arc::new(Disk::new(dir))),
+            store,
+            vary: Vary::new(),
             in_flight: InFlight::default(),
             passes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -142,29 +188,6 @@ impl FileCache {
             && (!self.dont_cache_queries || req.query.is_empty())
     }
 
-    /// The entry for `key`, from memory or else from disk.
-    fn lookup(&self, key: &str) -> Option<Arc<Entry>> {
-        if let Some(e) = self.memory.get(key) {
-            return Some(e);
-        }
-        match self.disk.as_ref()?.read(key) {
-            Ok(e) => {
-                let e = Arc::new(e);
-                self.memory.insert(key.to_owned(), e.clone());
-                Some(e)
-            }
-            Err(ReadError::Missing) => None,
-            Err(ReadError::Corrupt(why)) => {
-                host::warn(&format!("file_cache: discarded corrupt cache file {why}"));
-                None
-            }
-        }
-    }
-
-    fn store(&self, key: &str, e: Arc<Entry>) {
-        store_into(&self.memory, self.disk.as_deref(), key, e)
-    }
-
     /// Let a streamed 200 through to the client and store it when it has ended whole.
     /// `done` (the fill other requests may wait on) is released after the store.
     fn store_at_end(&self, key: &str, resp: &mut Response, done: Option<inflight::Done>) {
@@ -174,27 +197,26 @@ impl FileCache {
         let mut head = Response::new();
         head.status = resp.status;
         head.headers = resp.headers.clone();
-        let (memory, disk, key, ttl) = (
-            self.memory.clone(),
-            self.disk.clone(),
-            key.to_owned(),
-            self.ttl,
-        );
+        let (store, key, ttl) = (self.store.clone(), key.to_owned(), self.ttl);
         let on_end = move |body: Vec<u8>| {
             let e = Arc::new(Entry::from_response(&head, body, ttl, now_ms()));
             if e.worth_storing() {
-                store_into(&memory, disk.as_deref(), &key, e);
+                store.put(&key, e);
             }
             drop(done);
         };
         resp.body_stream(tee::Tee::new(inner, self.max_entry_size, Box::new(on_end)));
     }
 
-    fn forget(&self, key: &str) {
-        self.memory.invalidate(key);
-        if let Some(disk) = &self.disk {
-            disk.remove(key);
+    /// Learn what a storable answer varies on; the key to store it under. The entry under
+    /// the key the request was looked up with goes if that key is no longer right.
+    fn learn_vary(&self, req: &Request<'_>, key: &str, looked_up: &str, resp: &Response) -> String {
+        self.vary.learn(key, resp);
+        let variant = self.vary.key(req, key);
+        if variant != looked_up {
+            self.store.forget(looked_up);
         }
+        variant
     }
 
     /// The body of an origin response as bytes, if it can be stored.
@@ -219,20 +241,42 @@ impl Filter for FileCache {
             return Step::Continue;
         }
         let now = now_ms();
-        let entry = self.lookup(key);
+        let entry = self.store.lookup(&self.vary.key(req, key));
+        let stats = &self.store.stats;
+        let validate =
+            |e: &Entry| !self.ignore_client_no_cache && client_wants_validation(req, e.age(now));
         if let Some(e) = &entry {
-            if e.is_fresh(now) {
+            if e.is_fresh(now) && !validate(e) {
+                stats.hits.incr();
                 e.serve(req, resp, now, false);
                 return Step::Respond;
             }
         }
+        let to_origin = || {
+            match &entry {
+                Some(_) => stats.revalidations.incr(),
+                None => stats.misses.incr(),
+            }
+            Step::Continue
+        };
         // A miss or a stale entry: one request goes to the origin, the others wait for it.
         if req.method.as_str() != "GET" || self.passes.contains_key(key) {
-            return Step::Continue;
+            return to_origin();
         }
-        match self.in_flight.join(key, entry, self.lock_timeout) {
-            Role::Lead => Step::Continue,
-            Role::Wait => Step::Wait,
+        // Within stale-while-revalidate, the others get the stale entry instead of waiting.
+        let swr = entry
+            .clone()
+            .filter(|e| !validate(e) && e.may_serve_while_revalidating(now));
+        match self.in_flight.join(key, entry.clone(), self.lock_timeout) {
+            Role::Lead => to_origin(),
+            Role::Wait => match swr {
+                Some(e) => {
+                    stats.stale.incr();
+                    e.serve(req, resp, now, true);
+                    Step::Respond
+                }
+                None => Step::Wait,
+            },
         }
     }
 
@@ -255,7 +299,7 @@ impl Filter for FileCache {
             .in_flight
             .get(key)
             .and_then(|f| f.stale.clone())
-            .or_else(|| self.memory.get(key));
+            .or_else(|| self.store.in_memory(&self.vary.key(req, key)));
         let validator = |name: &str| {
             stale
                 .as_ref()
@@ -275,7 +319,7 @@ impl Filter for FileCache {
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {
         // Reading a file body, or writing the disk cache, is blocking work.
-        let writes = self.disk.is_some() && matches!(resp.status, 200 | 304);
+        let writes = self.store.has_disk() && matches!(resp.status, 200 | 304);
         if self.applies(req) && (writes || matches!(resp.body, Body::File(_))) {
             Mode::Worker
         } else {
@@ -294,21 +338,22 @@ impl Filter for FileCache {
             None
         };
         let now = now_ms();
+        let variant = self.vary.key(req, key);
         let known = _done
             .as_ref()
             .and_then(|d| d.0.stale.clone())
-            .or_else(|| self.lookup(key));
+            .or_else(|| self.store.lookup(&variant));
         match resp.status {
             304 if known.is_some() => {
                 let e = Arc::new(known.unwrap().refreshed(resp, self.ttl, now));
-                self.store(key, e.clone());
+                self.store.put(&variant, e.clone());
                 e.serve(req, resp, now, false);
             }
             500..=599 => {
-                let usable =
-                    known.filter(|e| self.max_stale.is_none_or(|max| e.staleness(now) <= max));
+                let usable = known.filter(|e| e.may_serve_on_error(now, self.max_stale));
                 match usable {
                     Some(e) => {
+                        self.store.stats.stale.incr();
                         host::info(&format!(
                             "file_cache: origin answered {} for {}; serving a stale entry",
                             resp.status, req.uri
@@ -326,7 +371,8 @@ impl Filter for FileCache {
                 && storable(req, resp)
                 && resp.body.len().is_none_or(|n| n <= self.max_entry_size) =>
             {
-                self.store_at_end(key, resp, _done);
+                let variant = self.learn_vary(req, key, &variant, resp);
+                self.store_at_end(&variant, resp, _done);
             }
             _ => {
                 let body = if storable(req, resp) {
@@ -337,13 +383,14 @@ impl Filter for FileCache {
                 let e = body.map(|b| Arc::new(Entry::from_response(resp, b, self.ttl, now)));
                 match e {
                     Some(e) if e.worth_storing() => {
-                        self.store(key, e.clone());
+                        let variant = self.learn_vary(req, key, &variant, resp);
+                        self.store.put(&variant, e.clone());
                         e.serve(req, resp, now, false);
                     }
                     _ => {
                         // The resource is not (or no longer) cacheable.
                         if known.is_some() {
-                            self.forget(key);
+                            self.store.forget(&variant);
                         }
                         self.passes.insert(key.to_owned(), ());
                     }
@@ -354,19 +401,3 @@ impl Filter for FileCache {
 }
 
 osprey_sdk::export_module!(FileCacheModule);
-
-fn store_into(
-    memory: &moka::sync::Cache<String, Arc<Entry>>,
-    disk: Option<&Disk>,
-    key: &str,
-    e: Arc<Entry>,
-) {
-    if let Some(disk) = disk {
-        if let Err(err) = disk.write(key, &e) {
-            host::warn(&format!(
-                "file_cache: cannot write the cache file for {key}: {err}"
-            ));
-        }
-    }
-    memory.insert(key.to_owned(), e);
-}
