@@ -74,29 +74,31 @@ fn a_large_body_costs_its_size_once_and_is_given_back() {
         let base = memory(pid, "VmRSS");
         reset_peak(pid);
         upload(&srv, size as usize, chunked);
-        let peak = memory(pid, "VmHWM");
-        eprintln!(
-            "chunked {chunked}: baseline {} MiB, peak {} MiB",
-            base / MB,
-            peak / MB
-        );
-        assert!(
-            peak < base + size + slack,
-            "chunked {chunked}: peak RSS {} MiB for a {} MiB body (baseline {} MiB)",
-            peak / MB,
-            size / MB,
-            base / MB
-        );
-        // Given back once the request is done.
-        std::thread::sleep(Duration::from_millis(300));
-        let after = memory(pid, "VmRSS");
-        assert!(
-            after < base + slack,
-            "chunked {chunked}: {} MiB resident after the request (baseline {} MiB)",
-            after / MB,
-            base / MB
-        );
+        assert_cost_once_and_given_back(pid, base, size, slack, &format!("chunked {chunked}"));
     }
+}
+
+/// After a `size` upload: the peak RSS stayed under `base + size + slack`, and once the request
+/// is done the resident memory is back under `base + slack`.
+fn assert_cost_once_and_given_back(pid: u32, base: u64, size: u64, slack: u64, what: &str) {
+    let peak = memory(pid, "VmHWM");
+    eprintln!("{what}: baseline {} MiB, peak {} MiB", base / MB, peak / MB);
+    assert!(
+        peak < base + size + slack,
+        "{what}: peak RSS {} MiB for a {} MiB body (baseline {} MiB)",
+        peak / MB,
+        size / MB,
+        base / MB
+    );
+    // Given back once the request is done.
+    std::thread::sleep(Duration::from_millis(300));
+    let after = memory(pid, "VmRSS");
+    assert!(
+        after < base + slack,
+        "{what}: {} MiB resident after the request (baseline {} MiB)",
+        after / MB,
+        base / MB
+    );
 }
 
 /// One HTTP/2 frame.
@@ -360,21 +362,5 @@ fn a_large_http2_body_costs_its_size_once() {
     drop(stdin);
     let out = curl.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "stored");
-    let peak = memory(pid, "VmHWM");
-    eprintln!("HTTP/2: baseline {} MiB, peak {} MiB", base / MB, peak / MB);
-    assert!(
-        peak < base + size + slack,
-        "peak RSS {} MiB for a {} MiB body (baseline {} MiB)",
-        peak / MB,
-        size / MB,
-        base / MB
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let after = memory(pid, "VmRSS");
-    assert!(
-        after < base + slack,
-        "{} MiB resident after the request (baseline {} MiB)",
-        after / MB,
-        base / MB
-    );
+    assert_cost_once_and_given_back(pid, base, size, slack, "HTTP/2");
 }
