@@ -50,6 +50,18 @@ impl ConfigError {
     }
 }
 
+/// Create the directory a module's key names (and its parents) at configuration time, or an
+/// error located at that key.
+pub fn create_dir(json: &str, key: &str, dir: &std::path::Path) -> Result<(), ConfigError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        ConfigError::at_key(
+            json,
+            key,
+            format!("cannot create `{key}` {}: {e}", dir.display()),
+        )
+    })
+}
+
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)

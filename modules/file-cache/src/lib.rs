@@ -144,13 +144,7 @@ impl FileCache {
         let stats = Stats::register(conf.zone.as_deref());
         let disk = match &conf.cache_dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    ConfigError::at_key(
-                        json,
-                        "cache_dir",
-                        format!("cannot create `cache_dir` {}: {e}", dir.display()),
-                    )
-                })?;
+                osprey_sdk::config::create_dir(json, "cache_dir", dir)?;
                 let (disk, removed) = Disk::open(dir.clone(), conf.max_disk_size);
                 for name in removed {
                     stats.store_errors.incr();

@@ -88,13 +88,7 @@ impl Gzip {
             ));
         }
         if let Some(dir) = &conf.cache_dir {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                ConfigError::at_key(
-                    json,
-                    "cache_dir",
-                    format!("cannot create `cache_dir` {}: {e}", dir.display()),
-                )
-            })?;
+            osprey_sdk::config::create_dir(json, "cache_dir", dir)?;
         }
         let types = conf
             .types
