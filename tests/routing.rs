@@ -23,6 +23,9 @@ fn server() -> Server {
         r#"{"prefix": "/fall", "handler": "decline"}"#.to_owned(),
         text_route(r#""prefix": "/fall", "#, "fell through"),
         r#"{"prefix": "/filtered", "handler": "text", "text": "handled", "filters": [{"type": "tag", "text": "t1"}, {"type": "tag", "text": "t2"}]}"#.to_owned(),
+        r#"{"prefix": "/counted", "handler": "text", "text": "counted", "filters": [{"type": "count"}, {"type": "before-worker"}]}"#.to_owned(),
+        r#"{"prefix": "/declined", "handler": "decline", "filters": [{"type": "count"}]}"#.to_owned(),
+        r#"{"prefix": "/declined", "handler": "text", "text": "second", "filters": [{"type": "count"}]}"#.to_owned(),
         text_route(r#""prefix": "/catch", "#, "catch"),
     ];
     let config = format!(
@@ -125,4 +128,29 @@ fn filters_wrap_the_handler_in_order() {
         "from filter, key localhost|http|/filtered?short-circuit|tag|tag"
     );
     assert!(r.header("x-tag").is_none());
+}
+
+#[test]
+fn each_filter_step_runs_once_when_a_later_filter_waits_for_the_pool() {
+    let srv = server();
+    // `count` runs inline; `before-worker` then sends the run to the pool: the run goes on
+    // from there, not from the first filter.
+    for n in 1..=3 {
+        let resp = srv.get("/counted");
+        assert_eq!(resp.text(), "counted");
+        assert_eq!(resp.header("x-befores"), Some(n.to_string().as_str()));
+        assert!(resp.header("x-before-thread").is_some());
+        assert_eq!(resp.header("x-cancels"), Some("0"));
+    }
+}
+
+#[test]
+fn a_declining_handler_cancels_its_routes_filters() {
+    let srv = server();
+    let resp = srv.get("/declined");
+    assert_eq!(resp.text(), "second");
+    // The first route's filter let the request go on and was told it ended there; then the
+    // second route's filter ran.
+    assert_eq!(resp.header("x-befores"), Some("2"));
+    assert_eq!(resp.header("x-cancels"), Some("1"));
 }

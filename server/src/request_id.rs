@@ -6,6 +6,8 @@
 use std::cell::RefCell;
 use std::net::IpAddr;
 
+use arrayvec::ArrayString;
+
 use serde::Deserialize;
 
 use crate::http::parse::{Head, Span};
@@ -77,7 +79,7 @@ impl RequestIds {
         RequestId {
             kind: match sent {
                 Some(span) => Kind::Sent(span),
-                None => Kind::Random(random_bytes()),
+                None => Kind::Random(hex(random_bytes())),
             },
             forward: self.forward,
         }
@@ -97,8 +99,8 @@ impl RequestIds {
     }
 }
 
-/// One request's id, kept small (an exchange moves between threads): random bytes shown as
-/// hex when asked, or where the trusted proxy's id is in the request's buffer.
+/// One request's id: random bytes as hex, or where the trusted proxy's id is in the
+/// request's buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestId {
     kind: Kind,
@@ -108,31 +110,33 @@ pub struct RequestId {
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
-    Random([u8; 16]),
+    /// Written as hex once: requests with filters read it several times.
+    Random(ArrayString<32>),
     Sent(Span),
 }
 
-/// Room for an id's text.
-pub type IdText = [u8; 32];
-
 impl RequestId {
-    /// The id as text: 32 lower-case hex digits written into `room`, or the trusted proxy's
-    /// value in `buf` (the request's bytes; `-` if they are gone).
-    pub fn text<'a>(&self, buf: &'a [u8], room: &'a mut IdText) -> &'a str {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        match self.kind {
-            Kind::Random(raw) => {
-                for (pair, b) in room.chunks_exact_mut(2).zip(raw) {
-                    pair[0] = HEX[(b >> 4) as usize];
-                    pair[1] = HEX[(b & 15) as usize];
-                }
-                std::str::from_utf8(&room[..]).unwrap_or("-")
-            }
+    /// The id as text: 32 lower-case hex digits, or the trusted proxy's value in `buf` (the
+    /// request's bytes; `-` if they are gone).
+    pub fn text<'a>(&'a self, buf: &'a [u8]) -> &'a str {
+        match &self.kind {
+            Kind::Random(text) => text,
             // `acceptable` let only ASCII through.
             Kind::Sent(span) if buf.len() >= span.end as usize => span.str(buf),
             Kind::Sent(_) => "-",
         }
     }
+}
+
+/// `raw` as 32 lower-case hex digits.
+fn hex(raw: [u8; 16]) -> ArrayString<32> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = ArrayString::new();
+    for b in raw {
+        text.push(HEX[(b >> 4) as usize] as char);
+        text.push(HEX[(b & 15) as usize] as char);
+    }
+    text
 }
 
 /// A trusted proxy's id is kept if it is short and made of characters safe in logs and
@@ -218,9 +222,8 @@ mod tests {
         let buf = format!("GET / HTTP/1.1\r\nHost: a\r\n{header}\r\n").into_bytes();
         let limits = crate::config::Limits::default();
         let head = crate::http::parse::parse(&buf, &limits).unwrap().unwrap();
-        let mut room = [0; 32];
         let id = ids.for_request(remote, &buf, &head);
-        id.text(&buf, &mut room).to_owned()
+        id.text(&buf).to_owned()
     }
 
     fn is_fresh(id: &str) -> bool {

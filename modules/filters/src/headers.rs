@@ -110,6 +110,9 @@ impl Filter for Headers {
                 resp.header(name.clone(), value.clone());
             }
         }
+        if self.expires.is_empty() {
+            return;
+        }
         let content_type = resp.get_header("content-type").unwrap_or("");
         let media = content_type.split(';').next().unwrap_or("").trim();
         let rule = self.expires.iter().find(|r| {

@@ -54,8 +54,7 @@ impl Exchange {
         let buf = &self.buf[..];
         let head = &self.head;
         let extra = &self.extra;
-        let mut room = request_id::IdText::default();
-        let id = self.id.text(buf, &mut room);
+        let id = self.id.text(buf);
         let replaced = |name: &str| {
             extra.iter().any(|h| h.name.eq_ignore_ascii_case(name))
                 || (self.id.forward && name.eq_ignore_ascii_case(request_id::HEADER))
@@ -115,8 +114,7 @@ impl Exchange {
     /// Put the request id on the response when the configuration asks (`request_id.response`).
     pub fn stamp_id(&mut self, ids: &request_id::RequestIds) {
         if ids.response {
-            let mut room = request_id::IdText::default();
-            let id = self.id.text(&self.buf, &mut room).to_owned();
+            let id = self.id.text(&self.buf).to_owned();
             self.resp.set_header(request_id::HEADER, id);
         }
     }

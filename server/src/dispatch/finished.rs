@@ -8,7 +8,7 @@ use osprey_sdk::HeaderPair;
 
 use super::Peer;
 use crate::http::parse::Head;
-use crate::request_id::{IdText, RequestId};
+use crate::request_id::RequestId;
 
 /// What the statistics and the access log record of one request.
 pub struct Finished<'a> {
@@ -52,7 +52,6 @@ pub fn finished(done: Finished<'_>) {
         Some((_, head)) if head.minor == 0 => "HTTP/1.0",
         _ => "HTTP/1.1",
     };
-    let mut room = IdText::default();
     crate::access_log::record(&crate::access_log::Entry {
         remote: &done.peer.remote,
         method: request.map(|(buf, head)| head.method(buf)),
@@ -63,8 +62,8 @@ pub fn finished(done: Finished<'_>) {
         referer: header("referer"),
         user_agent: header("user-agent"),
         duration: started.elapsed(),
-        request_id: match (done.id, request) {
-            (Some(id), Some((buf, _))) => id.text(buf, &mut room),
+        request_id: match (&done.id, request) {
+            (Some(id), Some((buf, _))) => id.text(buf),
             _ => "-",
         },
         cookie: &|name| {

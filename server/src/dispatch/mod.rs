@@ -1,17 +1,19 @@
 //! Running one request through the routes: filters before, the handler (inline, on the worker
 //! pool, or asynchronously), filters after; fall-through on decline; 404 / 405 at the end.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use async_ffi::LocalFfiFuture;
-use osprey_sdk::abi_stable::std_types::{RStr, RString, RVec};
-use osprey_sdk::{Mode, Outcome, Reply, Request, Response, Step};
+use osprey_sdk::{Mode, Outcome, Reply, Request, Response};
 
 use crate::router::Route;
 use crate::server::Shared;
 
 mod exchange;
 mod finished;
+mod route;
+use route::{run_route, Advanced, RouteRun, Suspended};
 pub mod incoming;
 use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
@@ -36,6 +38,25 @@ enum Ran<T> {
     Busy(Exchange),
     /// The job failed and took the exchange.
     Lost,
+}
+
+impl<T> Ran<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Ran<U> {
+        match self {
+            Ran::Done(ex, t) => Ran::Done(ex, f(t)),
+            Ran::Busy(ex) => Ran::Busy(ex),
+            Ran::Lost => Ran::Lost,
+        }
+    }
+
+    /// Go on with what the step gave, or (when it did not run) stop with what the caller gives.
+    fn ran<U>(self) -> ControlFlow<Ran<U>, (Exchange, T)> {
+        match self {
+            Ran::Done(ex, t) => ControlFlow::Continue((ex, t)),
+            Ran::Busy(ex) => ControlFlow::Break(Ran::Busy(ex)),
+            Ran::Lost => ControlFlow::Break(Ran::Lost),
+        }
+    }
 }
 
 /// What a handler's outcome means for routing.
@@ -70,27 +91,6 @@ fn replied(reply: Reply, resp: &mut Response) {
     }
 }
 
-/// Filters `0..count` let the request go on in `before` and have not had their `after`;
-/// if the request ends without it, they are told (`Filter::cancel`).
-struct Pending<'a> {
-    filters: &'a [osprey_sdk::FilterBox],
-    key: &'a str,
-    count: usize,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        for f in self.filters[..self.count].iter().rev() {
-            f.cancel(RStr::from_str(self.key));
-        }
-    }
-}
-
-/// How long the core waits on a filter's [`Step::Wait`] future before asking again, and how
-/// many times it asks before it goes on without the filter's answer.
-const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
-const WAIT_ROUNDS: u32 = 120;
-
 /// The route a request is being tried on, and the connection it came on.
 #[derive(Clone, Copy)]
 struct Site<'a> {
@@ -121,33 +121,6 @@ impl<'a> Site<'a> {
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         ex.with_request(self.peer, self.route().prefix(), self.info_start, f)
     }
-}
-
-/// Run one filter's `before` (on the worker pool when it asks, waiting while it answers
-/// `Wait`); after `Continue`, collect the request headers it sets.
-async fn before_step(site: Site<'_>, ex: Exchange, filter: usize, key: &str) -> Ran<Step> {
-    let f = &site.route().filters[filter];
-    let mut ex = ex;
-    for _ in 0..WAIT_ROUNDS {
-        let step;
-        (ex, step) = match run_before(site, ex, filter, key).await {
-            Ran::Done(ex, step) => (ex, step),
-            other => return other,
-        };
-        match step {
-            Step::Wait => {
-                let _ = tokio::time::timeout(WAIT_ROUND, f.wait(RStr::from_str(key))).await;
-            }
-            Step::Continue => break,
-            Step::Respond => return Ran::Done(ex, Step::Respond),
-        }
-    }
-    let mut set = RVec::new();
-    site.view(&mut ex, |req, _| {
-        f.request_headers(req, RStr::from_str(key), &mut set)
-    });
-    ex.extra.extend(set);
-    Ran::Done(ex, Step::Continue)
 }
 
 /// Where routing a request stands: how far down the routes it went, and the methods of the
@@ -210,11 +183,8 @@ impl Routing {
 pub struct Unfinished {
     ex: Exchange,
     routing: Routing,
-    /// The route to run in full (filters, worker pool), or the route whose handler answered
-    /// `Later` with this future; `None`: no route answered, and a route's filters are to see
-    /// the core's 404 / 405 ([`unrouted`]).
-    at: Option<(usize, usize)>,
-    later: Option<LocalFfiFuture<Reply>>,
+    /// The route's run, stopped where it must wait.
+    run: Suspended,
 }
 
 /// Routing done as far as it goes without waiting.
@@ -223,47 +193,58 @@ pub struct Unfinished {
 pub enum Routed {
     /// Answered: the response is in `ex.resp`.
     Answered(Exchange),
-    /// A filter, a worker handler or an asynchronous answer is next: see [`finish`].
+    /// A filter, a worker step or an asynchronous answer is next: see [`finish`].
     Waits(Box<Unfinished>),
 }
 
-/// Route the request in `ex` as far as inline handlers without filters take it: the common
-/// case (a fixed answer, a cached file) costs no future, no allocation and no wait.
+/// Route the request in `ex` as far as it goes without waiting: the common case (a fixed
+/// answer, a cached file, inline filters around them) costs no future and no wait.
 pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) -> Routed {
     let mut routing = Routing::default();
     while let Some(at) = routing.next_route(shared, peer, &ex) {
         let site = Site::at(shared, peer, at);
         let route = site.route();
-        let waits = |ex, routing, later| {
-            Routed::Waits(Box::new(Unfinished {
-                ex,
-                routing,
-                at: Some(at),
-                later,
-            }))
-        };
-        if !route.filters.is_empty() || route.mode == Mode::Worker {
-            return waits(ex, routing, None);
+        if route.filters.is_empty() && route.mode == Mode::Inline {
+            // The shortest way: no filter, no run.
+            let outcome = site.view(&mut ex, |req, resp| route.handler.handle(req, resp));
+            match handled(outcome, &mut ex.resp) {
+                Handled::Answered => {}
+                Handled::Declined => continue,
+                Handled::Later(future) => {
+                    let run = RouteRun::later(at, future);
+                    return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+                }
+            }
+            crate::stats::count_module(route.stat);
+            return Routed::Answered(ex);
         }
-        let outcome = site.view(&mut ex, |req, resp| route.handler.handle(req, resp));
-        match handled(outcome, &mut ex.resp) {
-            Handled::Answered => {}
-            Handled::Declined => continue,
-            Handled::Later(future) => return waits(ex, routing, Some(future)),
+        let mut run = RouteRun::new(site, &mut ex, None);
+        match run.advance(site, &mut ex) {
+            Advanced::Answered => {
+                crate::stats::count_module(route.stat);
+                return Routed::Answered(ex);
+            }
+            Advanced::Declined => continue,
+            Advanced::Blocked(blocked) => {
+                let (run, _) = run.suspend(at, blocked);
+                return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+            }
         }
-        crate::stats::count_module(route.stat);
+    }
+    let Some(at) = routing.filtered_first_match(shared) else {
+        routing.not_found(&mut ex);
         return Routed::Answered(ex);
+    };
+    let site = Site::at(shared, peer, at);
+    let mut run = RouteRun::new(site, &mut ex, Some(routing));
+    match run.advance(site, &mut ex) {
+        Advanced::Blocked(blocked) => {
+            let (run, routing) = run.suspend(at, blocked);
+            let routing = routing.unwrap_or_default();
+            Routed::Waits(Box::new(Unfinished { ex, routing, run }))
+        }
+        _ => Routed::Answered(ex),
     }
-    if routing.filtered_first_match(shared).is_some() {
-        return Routed::Waits(Box::new(Unfinished {
-            ex,
-            routing,
-            at: None,
-            later: None,
-        }));
-    }
-    routing.not_found(&mut ex);
-    Routed::Answered(ex)
 }
 
 /// Route and answer the request in `ex`: the one pipeline every protocol's requests go
@@ -275,30 +256,31 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> D
     }
 }
 
-/// Finish routing what [`dispatch_now`] left: await an asynchronous answer, or run the route
-/// in full, then go on down the routes.
+/// Finish routing what [`dispatch_now`] left: the stopped route's run, then on down the
+/// routes.
 pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Dispatched {
     let Unfinished {
         mut ex,
         mut routing,
-        at,
-        later,
+        run,
     } = rest;
-    if let (Some(future), Some(at)) = (later, at) {
-        replied(future.await, &mut ex.resp);
-        crate::stats::count_module(shared.router.route(at.0).stat);
-        return Dispatched::Answered(ex);
-    }
-    let mut next = at;
-    while let Some(at) = next.take() {
-        ex = match run_route(Site::at(shared, peer, at), ex, None).await {
+    let site = Site::at(shared, peer, run.at);
+    let (run, blocked) = RouteRun::resume(site, run, &mut routing);
+    let mut ran = run_route(site, ex, run, Some(blocked)).await;
+    // (A run around the core's 404 / 405 never declines.)
+    loop {
+        ex = match ran {
             Ran::Done(ex, Handled::Declined) => ex,
             Ran::Done(ex, _) | Ran::Busy(ex) => return Dispatched::Answered(ex),
             Ran::Lost => return Dispatched::Lost,
         };
-        next = routing.next_route(shared, peer, &ex);
+        let Some(at) = routing.next_route(shared, peer, &ex) else {
+            return unrouted(shared, peer, routing, ex).await;
+        };
+        let site = Site::at(shared, peer, at);
+        let run = RouteRun::new(site, &mut ex, None);
+        ran = run_route(site, ex, run, None).await;
     }
-    unrouted(shared, peer, routing, ex).await
 }
 
 /// No route answered: the core's 404, or 405 when a route matched but for the method. The
@@ -308,201 +290,17 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) ->
 async fn unrouted(
     shared: &Arc<Shared>,
     peer: &Arc<Peer>,
-    routing: Routing,
+    mut routing: Routing,
     mut ex: Exchange,
 ) -> Dispatched {
     let Some(at) = routing.filtered_first_match(shared) else {
         routing.not_found(&mut ex);
         return Dispatched::Answered(ex);
     };
-    match run_route(Site::at(shared, peer, at), ex, Some(routing)).await {
+    let site = Site::at(shared, peer, at);
+    let run = RouteRun::new(site, &mut ex, Some(std::mem::take(&mut routing)));
+    match run_route(site, ex, run, None).await {
         Ran::Done(ex, _) | Ran::Busy(ex) => Dispatched::Answered(ex),
         Ran::Lost => Dispatched::Lost,
-    }
-}
-
-/// One route in full: filters before, the handler (inline, on the pool, or asynchronous),
-/// filters after. Gives `Handled::Answered` or `Handled::Declined`. With `unrouted`, the
-/// core's 404 / 405 takes the handler's place ([`unrouted`]).
-async fn run_route(site: Site<'_>, mut ex: Exchange, unrouted: Option<Routing>) -> Ran<Handled> {
-    let route = site.route();
-    // The core's own answers are not the module's.
-    let counted = unrouted.is_none();
-    let key = if route.filters.is_empty() {
-        String::new()
-    } else {
-        cache_key(site, &mut ex)
-    };
-    // Filters before the handler; one may answer (a cache hit) or ask to wait.
-    let mut answered_by = None;
-    let mut pending = Pending {
-        filters: &route.filters,
-        key: &key,
-        count: 0,
-    };
-    ex.extra.clear();
-    for i in 0..route.filters.len() {
-        let step;
-        (ex, step) = match before_step(site, ex, i, &key).await {
-            Ran::Done(ex, step) => (ex, step),
-            // The pool was full or the job failed; `pending` tells the filters that ran.
-            Ran::Busy(ex) => return Ran::Busy(ex),
-            Ran::Lost => return Ran::Lost,
-        };
-        if step == Step::Respond {
-            answered_by = Some(i);
-            break;
-        }
-        pending.count = i + 1;
-    }
-    let after_from = match answered_by {
-        Some(i) => {
-            // A filter answered (a cache hit): `after` sees the client's headers here too.
-            ex.extra.clear();
-            i
-        }
-        None => {
-            let declined;
-            (ex, declined) = match unrouted {
-                Some(routing) => {
-                    routing.not_found(&mut ex);
-                    (ex, false)
-                }
-                None => match run_handler(site, ex).await {
-                    Ran::Done(ex, Handled::Declined) => (ex, true),
-                    Ran::Done(ex, _) => (ex, false),
-                    Ran::Busy(ex) => return Ran::Busy(ex),
-                    Ran::Lost => return Ran::Lost,
-                },
-            };
-            // Filters' request headers were for the handler; `after` sees the client's.
-            ex.extra.clear();
-            if declined {
-                return Ran::Done(ex, Handled::Declined);
-            }
-            // Filters see error pages too: a cache may answer with a stale entry.
-            route.filters.len()
-        }
-    };
-    for i in (0..after_from).rev() {
-        pending.count = i;
-        match run_after(site, ex, i, &key).await {
-            Ran::Done(back, ()) => ex = back,
-            // The filters before this one are skipped: the answer is the pool's 503.
-            Ran::Busy(busy) => {
-                ex = busy;
-                break;
-            }
-            Ran::Lost => return Ran::Lost,
-        }
-    }
-    if counted {
-        crate::stats::count_module(route.stat);
-    }
-    Ran::Done(ex, Handled::Answered)
-}
-
-/// `host|scheme|uri`, then each filter's variant.
-fn cache_key(site: Site<'_>, ex: &mut Exchange) -> String {
-    let buf = &ex.buf;
-    let mut key = RString::from(format!(
-        "{}|{}|{}",
-        ex.head.host(buf),
-        if site.peer.secure { "https" } else { "http" },
-        ex.head.uri.str(buf)
-    ));
-    for filter in &site.route().filters {
-        site.view(ex, |req, _| filter.cache_key(req, &mut key));
-    }
-    key.into_string()
-}
-
-/// The handler, inline (awaiting an asynchronous answer) or on the worker pool. Gives
-/// `Handled::Answered` or `Handled::Declined`.
-async fn run_handler(site: Site<'_>, mut ex: Exchange) -> Ran<Handled> {
-    if site.route().mode == Mode::Worker {
-        // (A future cannot cross threads: the job says only whether the handler declined.)
-        let declined = on_pool(site, ex, |route, req, resp| {
-            match handled(route.handler.handle(req, resp), resp) {
-                Handled::Answered => false,
-                Handled::Declined => true,
-                Handled::Later(_) => {
-                    tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
-                    error_response(resp, 500, "");
-                    false
-                }
-            }
-        });
-        return match declined.await {
-            Ran::Done(ex, true) => Ran::Done(ex, Handled::Declined),
-            Ran::Done(ex, false) => Ran::Done(ex, Handled::Answered),
-            Ran::Busy(ex) => Ran::Busy(ex),
-            Ran::Lost => Ran::Lost,
-        };
-    }
-    let outcome = site.view(&mut ex, |req, resp| site.route().handler.handle(req, resp));
-    match handled(outcome, &mut ex.resp) {
-        Handled::Later(future) => {
-            replied(future.await, &mut ex.resp);
-            Ran::Done(ex, Handled::Answered)
-        }
-        settled => Ran::Done(ex, settled),
-    }
-}
-
-/// A filter's `before` step, inline or on the worker pool as its `before_mode` asks.
-async fn run_before(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Ran<Step> {
-    let f = &site.route().filters[filter];
-    let mode = site.view(&mut ex, |req, _| f.before_mode(req, RStr::from_str(key)));
-    if mode == Mode::Inline {
-        let step = site.view(&mut ex, |req, resp| {
-            f.before(req, RStr::from_str(key), resp)
-        });
-        return Ran::Done(ex, step);
-    }
-    let key = key.to_owned();
-    on_pool(site, ex, move |route, req, resp| {
-        route.filters[filter].before(req, RStr::from_str(&key), resp)
-    })
-    .await
-}
-
-/// A filter's `after` step, inline or on the worker pool.
-async fn run_after(site: Site<'_>, mut ex: Exchange, filter: usize, key: &str) -> Ran<()> {
-    let f = &site.route().filters[filter];
-    let mode = site.view(&mut ex, |req, resp| f.after_mode(req, resp));
-    if mode == Mode::Inline {
-        site.view(&mut ex, |req, resp| f.after(req, RStr::from_str(key), resp));
-        return Ran::Done(ex, ());
-    }
-    let key = key.to_owned();
-    on_pool(site, ex, move |route, req, resp| {
-        route.filters[filter].after(req, RStr::from_str(&key), resp)
-    })
-    .await
-}
-
-/// Run `step` on the worker pool with the exchange moved there and back.
-async fn on_pool<T: Send + 'static>(
-    site: Site<'_>,
-    mut ex: Exchange,
-    step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
-) -> Ran<T> {
-    let Some(place) = site.shared.pool.reserve() else {
-        error_response(&mut ex.resp, 503, "the server is busy");
-        return Ran::Busy(ex);
-    };
-    let (shared, peer) = (site.shared.clone(), site.peer.clone());
-    let (index, info_start) = (site.index, site.info_start);
-    let job = move || {
-        let route = shared.router.route(index);
-        let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
-            step(route, req, resp)
-        });
-        (ex, out)
-    };
-    match place.run(job).await {
-        Some((ex, out)) => Ran::Done(ex, out),
-        None => Ran::Lost,
     }
 }

@@ -5,6 +5,7 @@ mod origin;
 mod upload;
 
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use osprey_sdk::abi_stable::std_types::{ROption, RResult, RString, RVec};
@@ -55,7 +56,7 @@ impl Module for TestKit {
         "big",
         "upload",
     ];
-    const FILTERS: &'static [&'static str] = &["tag", "before-worker"];
+    const FILTERS: &'static [&'static str] = &["tag", "before-worker", "count"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
         Ok(TestKit {
@@ -89,8 +90,10 @@ impl Module for TestKit {
 
     fn new_filter(&self, kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
         let conf: Conf = parse_config(config)?;
-        if kind == "before-worker" {
-            return Ok(filter_box(BeforeWorker));
+        match kind {
+            "before-worker" => return Ok(filter_box(BeforeWorker)),
+            "count" => return Ok(filter_box(Count)),
+            _ => {}
         }
         Ok(filter_box(Tag(conf.text)))
     }
@@ -256,6 +259,30 @@ impl Filter for BeforeWorker {
         let name = std::thread::current().name().unwrap_or("?").to_owned();
         resp.header("X-Before-Thread", name);
         Step::Continue
+    }
+}
+
+/// Counts `before` and `cancel` calls of every `count` filter in the process and reports
+/// both, as they were when `after` ran, in `X-Befores` and `X-Cancels`: each step must run
+/// once per request.
+struct Count;
+
+static BEFORES: AtomicU64 = AtomicU64::new(0);
+static CANCELS: AtomicU64 = AtomicU64::new(0);
+
+impl Filter for Count {
+    fn before(&self, _req: &Request<'_>, _key: &str, _resp: &mut Response) -> Step {
+        BEFORES.fetch_add(1, Ordering::Relaxed);
+        Step::Continue
+    }
+
+    fn cancel(&self, _key: &str) {
+        CANCELS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn after(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) {
+        resp.header("X-Befores", BEFORES.load(Ordering::Relaxed).to_string());
+        resp.header("X-Cancels", CANCELS.load(Ordering::Relaxed).to_string());
     }
 }
 

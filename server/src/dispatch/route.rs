@@ -1,0 +1,408 @@
+//! One route in full: filters' `before` in order, the handler, filters' `after` in reverse.
+//!
+//! Where the run stands is data ([`Phase`]). [`RouteRun::advance`] takes it as far as it goes
+//! without waiting — on a request's first pass that is usually to the end (inline filters
+//! around an inline handler cost no future) — and says what stops it ([`Blocked`]: a filter's
+//! `Wait`, a step for the worker pool, an asynchronous answer). [`run_route`] waits for that
+//! and advances again.
+
+use std::ops::ControlFlow;
+
+use async_ffi::LocalFfiFuture;
+use osprey_sdk::abi_stable::std_types::{RStr, RString, RVec};
+use osprey_sdk::{FilterBox, HeaderPair, Mode, Reply, Request, Response, Step};
+
+use super::{error_response, handled, replied, Exchange, Handled, Ran, Routing, Site};
+use crate::router::Route;
+
+/// How long the core waits on a filter's [`Step::Wait`] future before asking again, and how
+/// many times it asks before it goes on without the filter's answer.
+const WAIT_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
+const WAIT_ROUNDS: u32 = 120;
+
+/// The next step of a route's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Filter `i`'s `before` (the handler once `i` is past the last filter).
+    Before(usize),
+    Handler,
+    /// `after` of filters `0..n`, from `n - 1` down (the run is over at 0).
+    After(usize),
+}
+
+/// What a run cannot go past without waiting.
+pub enum Blocked {
+    /// Filter `i`'s `before` answered `Wait`: await its wait future, then ask again.
+    FilterWait(usize),
+    /// The next step runs on the worker pool.
+    Pool,
+    /// The handler answers asynchronously.
+    Reply(LocalFfiFuture<Reply>),
+}
+
+/// How far [`RouteRun::advance`] went.
+pub enum Advanced {
+    /// The response is in the exchange.
+    Answered,
+    /// The handler declined: routing goes on with the next route.
+    Declined,
+    Blocked(Blocked),
+}
+
+/// A run that stopped to wait, carried to [`run_route`] (see [`RouteRun::suspend`]).
+pub struct Suspended {
+    pub at: (usize, usize),
+    key: String,
+    phase: Phase,
+    /// The core's 404 / 405 takes the handler's place (see `unrouted`).
+    unrouted: bool,
+    pub blocked: Blocked,
+}
+
+/// One route's run. Filters whose `before` let the request go on are told when it ends
+/// without their `after` (`Filter::cancel`): on drop, as many as the phase says.
+pub struct RouteRun<'a> {
+    filters: &'a [FilterBox],
+    /// `host|scheme|uri`, then each filter's variant; empty without filters.
+    key: String,
+    phase: Phase,
+    /// With `Some`, the core's 404 / 405 takes the handler's place: the filters of the first
+    /// route that matched the path wrap the core's answer.
+    unrouted: Option<Routing>,
+    /// `Wait` answers awaited so far.
+    waited: u32,
+}
+
+impl Drop for RouteRun<'_> {
+    fn drop(&mut self) {
+        let pending = match self.phase {
+            Phase::Before(i) => i,
+            Phase::Handler => self.filters.len(),
+            Phase::After(n) => n,
+        };
+        for f in self.filters[..pending].iter().rev() {
+            f.cancel(RStr::from_str(&self.key));
+        }
+    }
+}
+
+impl<'a> RouteRun<'a> {
+    /// A run from the first filter.
+    pub fn new(site: Site<'a>, ex: &mut Exchange, unrouted: Option<Routing>) -> RouteRun<'a> {
+        let filters = &site.route().filters[..];
+        let key = if filters.is_empty() {
+            String::new()
+        } else {
+            cache_key(site, ex)
+        };
+        ex.extra.clear();
+        RouteRun {
+            filters,
+            key,
+            phase: Phase::Before(0),
+            unrouted,
+            waited: 0,
+        }
+    }
+
+    /// A filterless route whose handler answered asynchronously.
+    pub fn later(at: (usize, usize), future: LocalFfiFuture<Reply>) -> Suspended {
+        Suspended {
+            at,
+            key: String::new(),
+            phase: Phase::Handler,
+            unrouted: false,
+            blocked: Blocked::Reply(future),
+        }
+    }
+
+    /// Hand the run over to wait (the filters stay pending).
+    pub fn suspend(mut self, at: (usize, usize), blocked: Blocked) -> (Suspended, Option<Routing>) {
+        let suspended = Suspended {
+            at,
+            key: std::mem::take(&mut self.key),
+            phase: std::mem::replace(&mut self.phase, Phase::After(0)),
+            unrouted: self.unrouted.is_some(),
+            blocked,
+        };
+        (suspended, self.unrouted.take())
+    }
+
+    /// The run `suspend` handed over (an unrouted one takes `routing`).
+    pub fn resume(site: Site<'a>, s: Suspended, routing: &mut Routing) -> (RouteRun<'a>, Blocked) {
+        let run = RouteRun {
+            filters: &site.route().filters,
+            key: s.key,
+            phase: s.phase,
+            unrouted: s.unrouted.then(|| std::mem::take(routing)),
+            waited: 0,
+        };
+        (run, s.blocked)
+    }
+
+    /// The core's own answers are not the route's module's.
+    pub fn counted(&self) -> bool {
+        self.unrouted.is_none()
+    }
+
+    /// Run steps until the route is answered or declined, or a step must wait.
+    pub fn advance(&mut self, site: Site<'_>, ex: &mut Exchange) -> Advanced {
+        let route = site.route();
+        loop {
+            match self.phase {
+                Phase::Before(i) if i == self.filters.len() => self.phase = Phase::Handler,
+                Phase::Before(i) => {
+                    let f = &self.filters[i];
+                    let key = RStr::from_str(&self.key);
+                    let mut set = RVec::new();
+                    let step = site.view(ex, |req, resp| match f.before_mode(req, key) {
+                        Mode::Inline => {
+                            let step = f.before(req, key, resp);
+                            if step == Step::Continue {
+                                f.request_headers(req, key, &mut set);
+                            }
+                            Some(step)
+                        }
+                        Mode::Worker => None,
+                    });
+                    match step {
+                        Some(Step::Continue) => self.went_on(ex, i, set),
+                        Some(step) => {
+                            if let Some(blocked) = self.took(site, ex, i, step) {
+                                return Advanced::Blocked(blocked);
+                            }
+                        }
+                        None => return Advanced::Blocked(Blocked::Pool),
+                    }
+                }
+                Phase::Handler => {
+                    if let Some(routing) = self.unrouted.take() {
+                        routing.not_found(ex);
+                        self.answered(ex);
+                        continue;
+                    }
+                    if route.mode == Mode::Worker {
+                        return Advanced::Blocked(Blocked::Pool);
+                    }
+                    let outcome = site.view(ex, |req, resp| route.handler.handle(req, resp));
+                    match handled(outcome, &mut ex.resp) {
+                        Handled::Answered => self.answered(ex),
+                        Handled::Declined => return Advanced::Declined,
+                        Handled::Later(future) => {
+                            return Advanced::Blocked(Blocked::Reply(future));
+                        }
+                    }
+                }
+                Phase::After(0) => return Advanced::Answered,
+                Phase::After(n) => {
+                    let f = &self.filters[n - 1];
+                    let key = RStr::from_str(&self.key);
+                    let inline = site.view(ex, |req, resp| {
+                        let inline = f.after_mode(req, resp) == Mode::Inline;
+                        if inline {
+                            f.after(req, key, resp);
+                        }
+                        inline
+                    });
+                    if !inline {
+                        return Advanced::Blocked(Blocked::Pool);
+                    }
+                    self.phase = Phase::After(n - 1);
+                }
+            }
+        }
+    }
+
+    /// Filter `i`'s `before` answered `step`.
+    fn took(&mut self, site: Site<'_>, ex: &mut Exchange, i: usize, step: Step) -> Option<Blocked> {
+        match step {
+            Step::Continue => {
+                let set = self.request_headers(site, ex, i);
+                self.went_on(ex, i, set);
+            }
+            // A filter answered (a cache hit): `after` of the filters before it runs.
+            Step::Respond => {
+                ex.extra.clear();
+                self.phase = Phase::After(i);
+            }
+            Step::Wait => return Some(Blocked::FilterWait(i)),
+        }
+        None
+    }
+
+    /// The request headers filter `i` sets for the handler.
+    fn request_headers(&self, site: Site<'_>, ex: &mut Exchange, i: usize) -> RVec<HeaderPair> {
+        let mut set = RVec::new();
+        site.view(ex, |req, _| {
+            self.filters[i].request_headers(req, RStr::from_str(&self.key), &mut set)
+        });
+        set
+    }
+
+    /// Filter `i` let the request go on, setting request headers `set`.
+    fn went_on(&mut self, ex: &mut Exchange, i: usize, set: RVec<HeaderPair>) {
+        ex.extra.extend(set);
+        self.phase = Phase::Before(i + 1);
+    }
+
+    /// The handler (or the core) answered; filters see error pages too (a cache may answer
+    /// with a stale entry).
+    fn answered(&mut self, ex: &mut Exchange) {
+        // Filters' request headers were for the handler; `after` sees the client's.
+        ex.extra.clear();
+        self.phase = Phase::After(self.filters.len());
+    }
+
+    /// Wait for what `blocked` needs and take the step it held up. Gives whether the handler
+    /// declined (on the worker pool).
+    async fn unblock(&mut self, site: Site<'_>, ex: Exchange, blocked: Blocked) -> Ran<bool> {
+        let mut ex = ex;
+        match blocked {
+            Blocked::FilterWait(i) => self.wait(site, &mut ex, i).await,
+            Blocked::Reply(future) => {
+                replied(future.await, &mut ex.resp);
+                self.answered(&mut ex);
+            }
+            Blocked::Pool => return self.on_pool(site, ex).await,
+        }
+        Ran::Done(ex, false)
+    }
+
+    /// Filter `i` answered `Wait`: await its future (`before` is asked again next), or go on
+    /// without its answer once waited long enough.
+    async fn wait(&mut self, site: Site<'_>, ex: &mut Exchange, i: usize) {
+        if self.waited == WAIT_ROUNDS {
+            let set = self.request_headers(site, ex, i);
+            return self.went_on(ex, i, set);
+        }
+        self.waited += 1;
+        let wait = self.filters[i].wait(RStr::from_str(&self.key));
+        let _ = tokio::time::timeout(WAIT_ROUND, wait).await;
+    }
+
+    /// Take the next step on the worker pool. Gives whether the handler declined.
+    async fn on_pool(&mut self, site: Site<'_>, ex: Exchange) -> Ran<bool> {
+        match self.phase {
+            Phase::Before(i) => {
+                let key = self.key.clone();
+                let step = on_pool(site, ex, move |route, req, resp| {
+                    route.filters[i].before(req, RStr::from_str(&key), resp)
+                });
+                let (mut ex, step) = match step.await.ran() {
+                    ControlFlow::Continue(ran) => ran,
+                    ControlFlow::Break(stop) => return stop,
+                };
+                if self.took(site, &mut ex, i, step).is_some() {
+                    self.wait(site, &mut ex, i).await;
+                }
+                Ran::Done(ex, false)
+            }
+            Phase::Handler => {
+                // (A future cannot cross threads: the job says only whether the handler declined.)
+                let declined = on_pool(site, ex, |route, req, resp| {
+                    match handled(route.handler.handle(req, resp), resp) {
+                        Handled::Answered => false,
+                        Handled::Declined => true,
+                        Handled::Later(_) => {
+                            tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
+                            error_response(resp, 500, "");
+                            false
+                        }
+                    }
+                });
+                let (mut ex, declined) = match declined.await.ran() {
+                    ControlFlow::Continue(ran) => ran,
+                    ControlFlow::Break(stop) => return stop,
+                };
+                if !declined {
+                    self.answered(&mut ex);
+                }
+                Ran::Done(ex, declined)
+            }
+            Phase::After(n) => {
+                let key = self.key.clone();
+                let after = on_pool(site, ex, move |route, req, resp| {
+                    route.filters[n - 1].after(req, RStr::from_str(&key), resp)
+                });
+                // On a full pool the filters before this one are skipped: the answer is the
+                // pool's 503 (and they are told, as the phase says).
+                self.phase = Phase::After(n - 1);
+                after.await.map(|()| false)
+            }
+        }
+    }
+}
+
+/// Run a route from where `run` stands (waiting first for `blocked`) to its end. Gives
+/// `Handled::Answered` or `Handled::Declined`.
+pub async fn run_route(
+    site: Site<'_>,
+    mut ex: Exchange,
+    mut run: RouteRun<'_>,
+    mut blocked: Option<Blocked>,
+) -> Ran<Handled> {
+    loop {
+        if let Some(blocked) = blocked.take() {
+            ex = match run.unblock(site, ex, blocked).await {
+                Ran::Done(ex, false) => ex,
+                Ran::Done(ex, true) => return Ran::Done(ex, Handled::Declined),
+                Ran::Busy(ex) => return Ran::Busy(ex),
+                Ran::Lost => return Ran::Lost,
+            };
+        }
+        match run.advance(site, &mut ex) {
+            Advanced::Answered => {
+                if run.counted() {
+                    crate::stats::count_module(site.route().stat);
+                }
+                return Ran::Done(ex, Handled::Answered);
+            }
+            Advanced::Declined => return Ran::Done(ex, Handled::Declined),
+            Advanced::Blocked(b) => blocked = Some(b),
+        }
+    }
+}
+
+/// `host|scheme|uri`, then each filter's variant.
+fn cache_key(site: Site<'_>, ex: &mut Exchange) -> String {
+    let buf = &ex.buf;
+    let (host, uri) = (ex.head.host(buf), ex.head.uri.str(buf));
+    let scheme = if site.peer.secure { "https" } else { "http" };
+    // Room for the filters' variants too.
+    let mut key = RString::with_capacity(host.len() + scheme.len() + uri.len() + 32);
+    for part in [host, "|", scheme, "|", uri] {
+        key.push_str(part);
+    }
+    let filters = &site.route().filters;
+    site.view(ex, |req, _| {
+        for filter in filters {
+            filter.cache_key(req, &mut key);
+        }
+    });
+    key.into_string()
+}
+
+/// Run `step` on the worker pool with the exchange moved there and back.
+async fn on_pool<T: Send + 'static>(
+    site: Site<'_>,
+    mut ex: Exchange,
+    step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
+) -> Ran<T> {
+    let Some(place) = site.shared.pool.reserve() else {
+        error_response(&mut ex.resp, 503, "the server is busy");
+        return Ran::Busy(ex);
+    };
+    let (shared, peer) = (site.shared.clone(), site.peer.clone());
+    let (index, info_start) = (site.index, site.info_start);
+    let job = move || {
+        let route = shared.router.route(index);
+        let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
+            step(route, req, resp)
+        });
+        (ex, out)
+    };
+    match place.run(job).await {
+        Some((ex, out)) => Ran::Done(ex, out),
+        None => Ran::Lost,
+    }
+}
