@@ -2,6 +2,7 @@
 //! is in flight and gives them back, so an idle keep-alive connection holds no buffer.
 
 use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
 
 use osprey_sdk::Response;
 
@@ -21,13 +22,67 @@ thread_local! {
     static HEADS: RefCell<Vec<Box<Head>>> = const { RefCell::new(Vec::new()) };
 }
 
-pub fn take_buffer() -> Vec<u8> {
+/// A byte buffer from the thread's pool, given back when released or dropped. Released, it
+/// holds no allocation; it takes one from the pool when it is next [`Buffer::ready`].
+#[derive(Default)]
+pub struct Buffer(Vec<u8>);
+
+impl Buffer {
+    /// Make sure the buffer has room (taking a pooled one if it was released).
+    pub fn ready(&mut self) -> &mut Vec<u8> {
+        if self.0.capacity() == 0 {
+            self.0 = take_buffer();
+        }
+        &mut self.0
+    }
+
+    /// Give the allocation back to the pool now (the connection goes idle).
+    pub fn release(&mut self) {
+        give_buffer(std::mem::take(&mut self.0));
+    }
+
+    /// The bytes, leaving this buffer released (they travel with a request, or to HTTP/2).
+    pub fn take_vec(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.0)
+    }
+
+    /// Hold `bytes` (back from a request), releasing what was held.
+    pub fn put_vec(&mut self, bytes: Vec<u8>) {
+        give_buffer(std::mem::replace(&mut self.0, bytes));
+    }
+
+    /// The bytes as a buffer of their own (the pool gets them back when it is dropped).
+    pub fn take(&mut self) -> Buffer {
+        Buffer(self.take_vec())
+    }
+}
+
+impl Deref for Buffer {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn take_buffer() -> Vec<u8> {
     BUFFERS
         .with(|p| p.borrow_mut().pop())
         .unwrap_or_else(|| Vec::with_capacity(BUFFER_SIZE))
 }
 
-pub fn give_buffer(mut buf: Vec<u8>) {
+fn give_buffer(mut buf: Vec<u8>) {
     if buf.capacity() > MAX_POOLED_CAPACITY || buf.capacity() == 0 {
         return;
     }
