@@ -125,3 +125,43 @@ pub fn give_head(head: Box<Head>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_or_released_buffer_goes_back_to_the_pool() {
+        let mut a = Buffer::default();
+        assert_eq!(a.capacity(), 0, "a new buffer holds no allocation");
+        a.ready().extend_from_slice(b"request");
+        let first = a.as_ptr();
+        drop(a);
+        let mut b = Buffer::default();
+        assert_eq!(
+            b.ready().as_ptr(),
+            first,
+            "the dropped allocation is reused"
+        );
+        assert!(b.is_empty(), "a pooled buffer comes back empty");
+        b.release();
+        assert_eq!(b.capacity(), 0);
+        let mut c = Buffer::default();
+        assert_eq!(
+            c.ready().as_ptr(),
+            first,
+            "the released allocation is reused"
+        );
+    }
+
+    #[test]
+    fn bytes_taken_out_travel_without_the_pool_and_come_back_with_put() {
+        let mut a = Buffer::default();
+        a.ready().extend_from_slice(b"head");
+        let bytes = a.take_vec();
+        assert_eq!(a.capacity(), 0);
+        assert_eq!(bytes, b"head");
+        a.put_vec(bytes);
+        assert_eq!(&a[..], b"head");
+    }
+}

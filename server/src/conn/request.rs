@@ -307,7 +307,7 @@ impl<I: Io> Conn<I> {
     async fn fail(&mut self, f: Failure) -> std::io::Result<State> {
         tracing::debug!("protocol error {}: {}", f.error.status, f.error.reason);
         self.stats.set(Activity::Writing);
-        let mut resp = pool::take_response();
+        let mut resp = osprey_sdk::Response::default();
         error_response(&mut resp, f.error.status, f.error.reason);
         let timeout = self.shared.timeouts.write;
         let sent = respond::write_response(
@@ -320,7 +320,6 @@ impl<I: Io> Conn<I> {
             timeout,
         )
         .await?;
-        pool::give_response(resp);
         finished(Finished {
             peer: &self.peer,
             request: None,
