@@ -158,6 +158,33 @@ fn pipelined_requests_answer_in_order() {
     assert!(responses[20].text().contains("body=body"));
 }
 
+/// More answers than the socket buffers hold: the connection stops to write (its pending
+/// pipelined output past 64 KiB, then a socket that takes no more) and goes on where it was.
+#[test]
+fn a_pipelined_burst_larger_than_the_socket_buffers_is_answered_whole_and_in_order() {
+    let srv = server();
+    let mut s = srv.connect();
+    let n = 3000;
+    let mut writer = s.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        let mut batch = Vec::new();
+        for i in 0..n {
+            batch
+                .extend_from_slice(format!("GET /echo/{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+        }
+        writer.write_all(&batch).unwrap();
+    });
+    let responses = read_responses(&mut s, n, false);
+    sending.join().unwrap();
+    for (i, r) in responses.iter().enumerate() {
+        assert!(
+            r.text().contains(&format!("path=/echo/{i}\n")),
+            "{i}: {}",
+            r.text()
+        );
+    }
+}
+
 #[test]
 fn head_has_headers_and_no_body() {
     let srv = server();

@@ -20,6 +20,7 @@ pub mod reload;
 pub mod request_id;
 pub mod router;
 pub mod scaffold;
+pub mod sender;
 pub mod server;
 pub mod stats;
 pub mod upstream;

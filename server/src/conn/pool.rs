@@ -2,6 +2,7 @@
 //! is in flight and gives them back, so an idle keep-alive connection holds no buffer.
 
 use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
 
 use osprey_sdk::Response;
 
@@ -21,13 +22,67 @@ thread_local! {
     static HEADS: RefCell<Vec<Box<Head>>> = const { RefCell::new(Vec::new()) };
 }
 
-pub fn take_buffer() -> Vec<u8> {
+/// A byte buffer from the thread's pool, given back when released or dropped. Released, it
+/// holds no allocation; it takes one from the pool when it is next [`Buffer::ready`].
+#[derive(Default)]
+pub struct Buffer(Vec<u8>);
+
+impl Buffer {
+    /// Make sure the buffer has room (taking a pooled one if it was released).
+    pub fn ready(&mut self) -> &mut Vec<u8> {
+        if self.0.capacity() == 0 {
+            self.0 = take_buffer();
+        }
+        &mut self.0
+    }
+
+    /// Give the allocation back to the pool now (the connection goes idle).
+    pub fn release(&mut self) {
+        give_buffer(std::mem::take(&mut self.0));
+    }
+
+    /// The bytes, leaving this buffer released (they travel with a request, or to HTTP/2).
+    pub fn take_vec(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.0)
+    }
+
+    /// Hold `bytes` (back from a request), releasing what was held.
+    pub fn put_vec(&mut self, bytes: Vec<u8>) {
+        give_buffer(std::mem::replace(&mut self.0, bytes));
+    }
+
+    /// The bytes as a buffer of their own (the pool gets them back when it is dropped).
+    pub fn take(&mut self) -> Buffer {
+        Buffer(self.take_vec())
+    }
+}
+
+impl Deref for Buffer {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn take_buffer() -> Vec<u8> {
     BUFFERS
         .with(|p| p.borrow_mut().pop())
         .unwrap_or_else(|| Vec::with_capacity(BUFFER_SIZE))
 }
 
-pub fn give_buffer(mut buf: Vec<u8>) {
+fn give_buffer(mut buf: Vec<u8>) {
     if buf.capacity() > MAX_POOLED_CAPACITY || buf.capacity() == 0 {
         return;
     }
@@ -69,4 +124,44 @@ pub fn give_head(head: Box<Head>) {
             p.push(head);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_or_released_buffer_goes_back_to_the_pool() {
+        let mut a = Buffer::default();
+        assert_eq!(a.capacity(), 0, "a new buffer holds no allocation");
+        a.ready().extend_from_slice(b"request");
+        let first = a.as_ptr();
+        drop(a);
+        let mut b = Buffer::default();
+        assert_eq!(
+            b.ready().as_ptr(),
+            first,
+            "the dropped allocation is reused"
+        );
+        assert!(b.is_empty(), "a pooled buffer comes back empty");
+        b.release();
+        assert_eq!(b.capacity(), 0);
+        let mut c = Buffer::default();
+        assert_eq!(
+            c.ready().as_ptr(),
+            first,
+            "the released allocation is reused"
+        );
+    }
+
+    #[test]
+    fn bytes_taken_out_travel_without_the_pool_and_come_back_with_put() {
+        let mut a = Buffer::default();
+        a.ready().extend_from_slice(b"head");
+        let bytes = a.take_vec();
+        assert_eq!(a.capacity(), 0);
+        assert_eq!(bytes, b"head");
+        a.put_vec(bytes);
+        assert_eq!(&a[..], b"head");
+    }
 }

@@ -1,23 +1,24 @@
-//! One request through a connection, as steps: dispatch and answer without waiting when
-//! nothing has to wait ([`Conn::serve_now`]), else go on through the steps that wait
-//! ([`Conn::continue_request`], boxed by the caller).
+//! One request through a connection: dispatch and answer without waiting when nothing has to
+//! wait ([`Conn::serve_now`]), else in the step of the state it is in ([`Conn::step`]: the
+//! futures the driver awaits, boxed so that an idle connection's task stays small).
+
+use std::future::Future;
+use std::pin::Pin;
 
 use tokio::time::Instant;
 
-use super::respond::{self, Sent, Started};
+use super::respond::{self, Sent};
+use super::state::{Close, Dispatching, Failure, State, Writing};
 use super::streamed::{self, Fed, Streamed};
 use super::{body, pool, tunnel, Conn, Io};
 use crate::dispatch::incoming;
 use crate::dispatch::{
     dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Dispatched, Exchange,
-    Finished, Routed, Unfinished,
+    Finished, Routed,
 };
 use crate::http::parse::{BodyFraming, Head, Span};
 use crate::http::HttpError;
 use crate::stats::Activity;
-
-/// Pending pipelined output is written once it reaches this size.
-const FLUSH_AT: usize = 64 * 1024;
 
 /// What a request needs to remember on its way through.
 pub(super) struct Flight {
@@ -33,30 +34,6 @@ pub(super) struct Flight {
     started: Option<Instant>,
 }
 
-/// Where a request stands; each step may have to wait. (Short-lived, on
-/// the stack or in the boxed request future: its size does not matter.)
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Stage {
-    /// Waiting for the handler, with the body it reads as it arrives, if it streams one.
-    Dispatching(Box<Unfinished>, Flight, Option<Box<Streamed>>),
-    Sending(Exchange, Started, Flight),
-    /// A worker job failed and took the request with it: 500, close.
-    Lost(Flight),
-    /// Answered; flush if asked (else more pipelined requests are buffered), then read the
-    /// next request.
-    KeepAlive {
-        flush: bool,
-    },
-    /// Answered; flush and close (lingering unless the client asked for the close).
-    Close {
-        linger: bool,
-    },
-    /// Answered and flushed; the transport is writing its last bytes (`Io::close_now`).
-    Closing,
-    /// After a 101: the connection belongs to this tunnel.
-    Upgrade(osprey_sdk::TunnelBox),
-}
-
 impl Flight {
     /// The request's body was not read to its end: the connection cannot be reused, and
     /// closing must linger so that the unread bytes do not reset the response away.
@@ -70,12 +47,8 @@ impl Flight {
 }
 
 impl<I: Io> Conn<I> {
-    /// Read the body of a request that has one, then serve it. `None`: the body was refused
-    /// (answered, connection closed).
-    pub(super) async fn read_request_body(
-        &mut self,
-        head: Box<Head>,
-    ) -> std::io::Result<Option<Stage>> {
+    /// Read the body of a request that has one, then serve it.
+    async fn read_request_body(&mut self, head: Box<Head>) -> State {
         self.stats.set(Activity::Writing);
         let shared = &self.shared;
         let (path, host) = (head.path(&self.buf), head.host(&self.buf));
@@ -89,12 +62,11 @@ impl<I: Io> Conn<I> {
                 .map(|(body, used)| (body, used, None))
         };
         match read {
-            Ok((body, used, streamed)) => Ok(Some(self.serve_now(head, body, used, streamed))),
+            Ok((body, used, streamed)) => self.serve_now(head, body, used, streamed),
             Err(e) => {
                 let minor = head.minor;
                 pool::give_head(head);
-                self.fail(minor, e).await?;
-                Ok(None)
+                State::failing(minor, e)
             }
         }
     }
@@ -138,7 +110,7 @@ impl<I: Io> Conn<I> {
         body: BodyLoc,
         used: usize,
         mut streamed: Option<Box<Streamed>>,
-    ) -> Stage {
+    ) -> State {
         self.stats.set(Activity::Writing);
         let served = self.stats.count_served();
         let flight = Flight {
@@ -153,7 +125,7 @@ impl<I: Io> Conn<I> {
         };
         let id = (self.shared.config.request_id).for_request(&self.peer.remote, &self.buf, &head);
         let ex = Exchange {
-            buf: std::mem::take(&mut self.buf),
+            buf: self.buf.take_vec(),
             head,
             body,
             resp: pool::take_response(),
@@ -164,21 +136,22 @@ impl<I: Io> Conn<I> {
         match dispatch_now(&self.shared, &self.peer, ex) {
             // Answered before its streamed body was read: the body is left unread.
             Routed::Answered(ex) => self.respond(ex, flight.cut_if(streamed.is_some())),
-            Routed::Waits(rest) => Stage::Dispatching(rest, flight, streamed),
+            Routed::Waits(rest) => State::Dispatching(Box::new(Dispatching {
+                rest,
+                flight,
+                streamed,
+            })),
         }
     }
 
     /// Put the response in `out`; done unless its body has to be sent on its own.
-    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> Stage {
+    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> State {
         ex.stamp_id(&self.shared.config.request_id);
-        self.buf = std::mem::take(&mut ex.buf);
+        self.buf.put_vec(std::mem::take(&mut ex.buf));
         // A stop that came while the handler ran ends keep-alive too.
         let keep_alive = flight.keep_alive && !super::wait::stopping();
-        if self.out.capacity() == 0 {
-            self.out = pool::take_buffer();
-        }
         let started = respond::start_response(
-            &mut self.out,
+            self.out.ready(),
             flight.minor,
             flight.is_head,
             &mut ex.resp,
@@ -191,17 +164,21 @@ impl<I: Io> Conn<I> {
         // A large or file body: send what the socket takes now; wait only for the rest.
         match respond::send_now(&mut self.io, &mut self.out, started) {
             Ok(Ok(sent)) => self.answered(ex, flight, sent),
-            Ok(Err(started)) => Stage::Sending(ex, started, flight),
+            Ok(Err(started)) => State::Writing(Box::new(Writing {
+                ex,
+                started,
+                flight,
+            })),
             Err(e) => {
                 tracing::debug!(peer = %self.peer.remote, "connection ended: {e}");
-                Stage::Close { linger: false }
+                State::Closed
             }
         }
     }
 
     /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
     /// the connection does next.
-    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> Stage {
+    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> State {
         finished(Finished {
             peer: &self.peer,
             request: Some((&self.buf, &ex.head)),
@@ -214,14 +191,14 @@ impl<I: Io> Conn<I> {
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
         // Keep pipelined bytes that follow this request.
-        self.buf.drain(..flight.used.min(self.buf.len()));
+        let used = flight.used.min(self.buf.len());
+        self.buf.drain(..used);
         if let Some(tunnel) = sent.upgrade {
-            return Stage::Upgrade(tunnel);
+            return State::Tunnel(Box::new(tunnel));
         }
         if !sent.keep_alive {
-            return Stage::Close {
-                linger: !(flight.client_close && self.buf.is_empty()),
-            };
+            let unread = !(flight.client_close && self.buf.is_empty());
+            return State::Closing(if unread { Close::Linger } else { Close::Now });
         }
         // The answer is complete once flushed: the connection waits from here on.
         self.stats.set(if self.buf.is_empty() {
@@ -229,104 +206,129 @@ impl<I: Io> Conn<I> {
         } else {
             Activity::Reading
         });
-        // Pipelined requests' answers are gathered into one write.
-        let next_head_buffered = memchr::memmem::find(&self.buf, b"\r\n\r\n").is_some();
-        Stage::KeepAlive {
-            flush: !next_head_buffered || self.out.len() >= FLUSH_AT,
+        State::Idle
+    }
+
+    /// The step of a state that waits on something other than the socket's readiness: it
+    /// runs to its end and gives the next state.
+    pub(super) fn step(&mut self) -> Pin<Box<impl Future<Output = State> + '_>> {
+        let state = std::mem::replace(&mut self.state, State::Closed);
+        Box::pin(async move {
+            let timeout = self.shared.timeouts.write;
+            let failed = |e: std::io::Error| {
+                tracing::debug!("connection ended: {e}");
+                State::Closed
+            };
+            match state {
+                State::Body(head) => self.read_request_body(head).await,
+                State::Dispatching(d) => self.dispatching(*d).await,
+                State::Writing(w) => {
+                    let Writing {
+                        ex,
+                        started,
+                        flight,
+                    } = *w;
+                    match respond::send_rest(&mut self.io, &mut self.out, started, timeout).await {
+                        Ok(sent) => self.answered(ex, flight, sent),
+                        Err(e) => failed(e),
+                    }
+                }
+                State::Failing(f) => self.fail(*f).await.unwrap_or_else(failed),
+                State::Closing(close) => {
+                    if let Err(e) = self.flush(timeout).await {
+                        return failed(e);
+                    }
+                    // Lingering until the peer closes counts as waiting.
+                    self.stats.set(Activity::Idle);
+                    match close {
+                        Close::Linger => self.io.close().await,
+                        Close::Now if self.io.close_now() => {}
+                        Close::Now | Close::Finish => self.io.finish_close().await,
+                    }
+                    State::Closed
+                }
+                State::Tunnel(tunnel) => {
+                    // 101: the connection is no longer HTTP; bytes already read belong to the
+                    // tunnel.
+                    if let Err(e) = self.flush(timeout).await {
+                        return failed(e);
+                    }
+                    let pending = self.buf.take();
+                    let idle = self.shared.timeouts.keepalive;
+                    let result = tunnel::splice(&mut self.io, &pending, *tunnel, idle).await;
+                    self.io.close().await;
+                    result.map_or_else(failed, |()| State::Closed)
+                }
+                // The states `advance` handles.
+                other => other,
+            }
+        })
+    }
+
+    /// Wait for the handler, feeding it the body it streams; then answer.
+    async fn dispatching(&mut self, d: Dispatching) -> State {
+        let Dispatching {
+            rest,
+            flight,
+            streamed,
+        } = d;
+        let Some(body) = streamed else {
+            return match finish(&self.shared, &self.peer, *rest).await {
+                Dispatched::Answered(ex) => self.respond(ex, flight),
+                Dispatched::Lost => self.lost(flight),
+            };
+        };
+        // The body is read while the handler runs, and no longer once it answered.
+        let finishing = finish(&self.shared, &self.peer, *rest);
+        let feeding = streamed::feed(&mut self.io, *body, self.shared.timeouts.body);
+        match incoming::beside(finishing, feeding).await {
+            (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
+                // Pipelined bytes that followed the body.
+                ex.buf.extend_from_slice(&next);
+                self.respond(ex, flight)
+            }
+            (Dispatched::Answered(ex), _) => self.respond(ex, flight.cut_if(true)),
+            (Dispatched::Lost, _) => self.lost(flight),
         }
     }
 
-    /// Take a request through the steps that wait. Returns whether the connection stays open.
-    pub(super) async fn continue_request(&mut self, mut step: Stage) -> std::io::Result<bool> {
+    /// A worker job failed and took the request (and its bytes) with it: 500, close.
+    fn lost(&mut self, flight: Flight) -> State {
+        State::Failing(Box::new(Failure {
+            minor: flight.minor,
+            is_head: flight.is_head,
+            error: HttpError::new(500, ""),
+            started: flight.started,
+            then: Close::Now,
+        }))
+    }
+
+    /// Answer an error, then close.
+    async fn fail(&mut self, f: Failure) -> std::io::Result<State> {
+        tracing::debug!("protocol error {}: {}", f.error.status, f.error.reason);
+        self.stats.set(Activity::Writing);
+        let mut resp = osprey_sdk::Response::default();
+        error_response(&mut resp, f.error.status, f.error.reason);
         let timeout = self.shared.timeouts.write;
-        loop {
-            step = match step {
-                Stage::Dispatching(rest, flight, None) => {
-                    match finish(&self.shared, &self.peer, *rest).await {
-                        Dispatched::Answered(ex) => self.respond(ex, flight),
-                        Dispatched::Lost => Stage::Lost(flight),
-                    }
-                }
-                Stage::Dispatching(rest, flight, Some(body)) => {
-                    // The body is read while the handler runs, and no longer once it answered.
-                    let finishing = finish(&self.shared, &self.peer, *rest);
-                    let feeding = streamed::feed(&mut self.io, *body, self.shared.timeouts.body);
-                    match incoming::beside(finishing, feeding).await {
-                        (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
-                            // Pipelined bytes that followed the body.
-                            ex.buf.extend_from_slice(&next);
-                            self.respond(ex, flight)
-                        }
-                        (Dispatched::Answered(ex), _) => self.respond(ex, flight.cut_if(true)),
-                        (Dispatched::Lost, _) => Stage::Lost(flight),
-                    }
-                }
-                Stage::Sending(ex, started, flight) => {
-                    let sent =
-                        respond::send_rest(&mut self.io, &mut self.out, started, timeout).await?;
-                    self.answered(ex, flight, sent)
-                }
-                Stage::Lost(flight) => {
-                    let mut resp = pool::take_response();
-                    error_response(&mut resp, 500, "");
-                    let sent = respond::write_response(
-                        &mut self.io,
-                        &mut self.out,
-                        flight.minor,
-                        flight.is_head,
-                        &mut resp,
-                        false,
-                        timeout,
-                    )
-                    .await?;
-                    // The request's bytes went with the failed job.
-                    finished(Finished {
-                        peer: &self.peer,
-                        request: None,
-                        status: resp.status,
-                        body_bytes: sent.body_bytes,
-                        started: flight.started,
-                        id: None,
-                        set_cookies: &[],
-                    });
-                    pool::give_response(resp);
-                    self.flush(timeout).await?;
-                    return Ok(false);
-                }
-                Stage::KeepAlive { flush } => {
-                    if flush {
-                        self.flush(timeout).await?;
-                    }
-                    return Ok(true);
-                }
-                Stage::Close { linger } => {
-                    self.flush(timeout).await?;
-                    // Lingering until the peer closes counts as waiting.
-                    self.stats.set(Activity::Idle);
-                    if linger {
-                        self.io.close().await;
-                    } else if !self.io.close_now() {
-                        self.io.finish_close().await;
-                    }
-                    return Ok(false);
-                }
-                Stage::Closing => {
-                    self.io.finish_close().await;
-                    return Ok(false);
-                }
-                Stage::Upgrade(tunnel) => {
-                    // 101: the connection is no longer HTTP; bytes already read belong to the
-                    // tunnel.
-                    self.flush(timeout).await?;
-                    let pending = std::mem::take(&mut self.buf);
-                    let idle = self.shared.timeouts.keepalive;
-                    let result = tunnel::splice(&mut self.io, &pending, tunnel, idle).await;
-                    pool::give_buffer(pending);
-                    self.io.close().await;
-                    result?;
-                    return Ok(false);
-                }
-            };
-        }
+        let sent = respond::write_response(
+            &mut self.io,
+            self.out.ready(),
+            f.minor,
+            f.is_head,
+            &mut resp,
+            false,
+            timeout,
+        )
+        .await?;
+        finished(Finished {
+            peer: &self.peer,
+            request: None,
+            status: f.error.status,
+            body_bytes: sent.body_bytes,
+            started: f.started,
+            id: None,
+            set_cookies: &[],
+        });
+        Ok(State::Closing(f.then))
     }
 }

@@ -4,13 +4,13 @@
 use std::io;
 use std::time::Duration;
 
-use osprey_sdk::{Body, Response, TunnelBox};
+use osprey_sdk::{Body, FileRange, Response, TunnelBox};
 
 use super::io::{Cork, Io};
-use crate::body::Pieces;
 use crate::dispatch::error_response;
 use crate::http::encode::{invalid_header, write_chunk, write_head, ResponseFraming, LAST_CHUNK};
 use crate::http::status::bodiless;
+use crate::sender::{self, Held, Outgoing, Sink};
 
 /// Bodies up to this size are copied next to the head.
 const INLINE_BODY: usize = 16 * 1024;
@@ -41,8 +41,8 @@ pub async fn write_response<I: Io>(
 /// A response whose head (and small body) is in `out`.
 pub struct Started {
     sent: Sent,
-    /// What is left to write after `out` (`Empty` when nothing).
-    rest: Body,
+    /// What is left to write after `out`.
+    rest: Outgoing,
     /// Bytes of `rest` already written.
     done: u64,
     framing: ResponseFraming,
@@ -52,7 +52,7 @@ impl Started {
     /// Everything is in `out`: the response is answered once `out` is flushed.
     pub fn into_sent(self) -> Result<Sent, Started> {
         match self.rest {
-            Body::Empty => Ok(self.sent),
+            Outgoing::Empty => Ok(self.sent),
             _ => Err(self),
         }
     }
@@ -97,26 +97,16 @@ pub fn start_response(
     if is_head || no_body {
         return Started {
             sent,
-            rest: Body::Empty,
+            rest: Outgoing::Empty,
             done: 0,
             framing,
         };
     }
-    // A stream's bytes are counted as they go.
-    sent.body_bytes = match resp.body {
-        Body::Stream(_) => 0,
-        _ => resp.body.len().unwrap_or(0),
-    };
-    let rest = match std::mem::replace(&mut resp.body, Body::Empty) {
-        // Taken by `take_upgrade` (a 101 has no body).
-        Body::Empty | Body::Upgrade(_) => Body::Empty,
-        Body::Bytes(ref b) if b.len() <= INLINE_BODY => {
-            out.extend_from_slice(b);
-            Body::Empty
-        }
-        Body::Shared(ref b) if b.len() <= INLINE_BODY => {
-            out.extend_from_slice(b);
-            Body::Empty
+    let rest = match Outgoing::of(std::mem::replace(&mut resp.body, Body::Empty)) {
+        Outgoing::Bytes(b) if b.as_slice().len() <= INLINE_BODY => {
+            out.extend_from_slice(b.as_slice());
+            sent.body_bytes = b.as_slice().len() as u64;
+            Outgoing::Empty
         }
         other => other,
     };
@@ -135,20 +125,26 @@ pub fn send_now<I: Io>(
     out: &mut Vec<u8>,
     mut started: Started,
 ) -> io::Result<Result<Sent, Started>> {
-    let done = started.done as usize;
+    let done = started.done;
     let (head_sent, body_sent) = match &started.rest {
-        Body::File(range) => {
-            let from = range.offset + started.done;
+        Outgoing::Range(range) => {
             let cork = Cork::for_file(range.len, !started.sent.keep_alive);
-            io.try_send_file(out, &range.file, from, range.len - started.done, cork)?
+            let (from, len) = (range.offset + done, range.len - done);
+            io.try_send_file(out, &range.file, from, len, cork)?
         }
-        Body::Bytes(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
-        Body::Shared(b) => written(out.len(), write_now(io, &[out, &b[done..]])?),
+        Outgoing::Bytes(b) => {
+            let written = write_now(io, &[out, &b.as_slice()[done as usize..]])?;
+            (
+                written.min(out.len()),
+                written.saturating_sub(out.len()) as u64,
+            )
+        }
         _ => return Ok(Err(started)),
     };
     out.drain(..head_sent);
     started.done += body_sent;
-    if out.is_empty() && Some(started.done) == started.rest.len() {
+    if out.is_empty() && Some(started.done) == started.rest.known_len() {
+        started.sent.body_bytes = started.done;
         return Ok(Ok(started.sent));
     }
     Ok(Err(started))
@@ -162,11 +158,6 @@ fn write_now<I: Io>(io: &mut I, bufs: &[&[u8]]) -> io::Result<usize> {
     }
 }
 
-/// `n` bytes written of a head of `head` bytes and a body: how many of each.
-fn written(head: usize, n: usize) -> (usize, u64) {
-    (n.min(head), n.saturating_sub(head) as u64)
-}
-
 /// Write `out` and what [`start_response`] left of the body.
 pub async fn send_rest<I: Io>(
     io: &mut I,
@@ -175,49 +166,71 @@ pub async fn send_rest<I: Io>(
     timeout: Duration,
 ) -> io::Result<Sent> {
     let Started {
-        sent,
+        mut sent,
         rest,
         done,
         framing,
     } = started;
-    let mut body_bytes = sent.body_bytes;
-    match rest {
-        Body::Empty | Body::Upgrade(_) => return Ok(sent),
-        Body::Bytes(b) => {
-            io.write_all(&[out, &b[done as usize..]], timeout).await?;
-            out.clear();
-        }
-        Body::Shared(b) => {
-            io.write_all(&[out, &b[done as usize..]], timeout).await?;
-            out.clear();
-        }
-        Body::File(range) => {
-            let (from, len) = (range.offset + done, range.len - done);
-            let cork = Cork::for_file(range.len, !sent.keep_alive);
-            io.send_file(out, &range.file, from, len, cork, timeout)
-                .await?;
-            out.clear();
-        }
-        Body::Stream(stream) => {
-            io.write_all(&[out], timeout).await?;
-            out.clear();
-            let mut pieces = Pieces::new(stream, timeout);
-            while let Some(piece) = pieces.next().await? {
-                if framing == ResponseFraming::Chunked {
-                    write_chunk(out, &piece);
-                    io.write_all(&[out], timeout).await?;
-                    out.clear();
-                } else {
-                    io.write_all(&[&piece], timeout).await?;
-                }
-            }
-            body_bytes += pieces.sent();
-            if framing == ResponseFraming::Chunked {
-                out.extend_from_slice(LAST_CHUNK);
-            }
-        }
+    if let Outgoing::Empty = rest {
+        return Ok(sent);
     }
-    Ok(Sent { body_bytes, ..sent })
+    let mut sink = Http1 {
+        io,
+        out,
+        chunked: framing == ResponseFraming::Chunked,
+        closing: !sent.keep_alive,
+        timeout,
+    };
+    sent.body_bytes = sender::send(&mut sink, rest, done, timeout).await?;
+    Ok(sent)
+}
+
+/// An HTTP/1 connection (plain or TLS) as a body's sink: the bytes in `out` (the head, when
+/// not yet written) go first; the last chunk of a chunked body is left in `out` to flush.
+struct Http1<'a, I> {
+    io: &'a mut I,
+    out: &'a mut Vec<u8>,
+    chunked: bool,
+    /// The connection closes after this response (how a large file is corked).
+    closing: bool,
+    timeout: Duration,
+}
+
+impl<I: Io> Sink for Http1<'_, I> {
+    async fn write_bytes(&mut self, bytes: Held, from: usize, _last: bool) -> io::Result<()> {
+        let bytes = &bytes.as_slice()[from..];
+        if self.chunked {
+            write_chunk(self.out, bytes);
+            self.io.write_all(&[self.out], self.timeout).await?;
+        } else {
+            self.io.write_all(&[self.out, bytes], self.timeout).await?;
+        }
+        self.out.clear();
+        Ok(())
+    }
+
+    async fn send_range(&mut self, range: &FileRange, from: u64, _last: bool) -> io::Result<()> {
+        let cork = Cork::for_file(range.len, self.closing);
+        let (offset, len) = (range.offset + from, range.len - from);
+        (self.io)
+            .send_file(self.out, &range.file, offset, len, cork, self.timeout)
+            .await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        self.io.write_all(&[self.out], self.timeout).await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    async fn end(&mut self) -> io::Result<()> {
+        if self.chunked {
+            self.out.extend_from_slice(LAST_CHUNK);
+        }
+        Ok(())
+    }
 }
 
 /// A 101 must carry a tunnel and a tunnel needs a 101 (on HTTP/1.1); anything else is a

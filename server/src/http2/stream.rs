@@ -3,6 +3,7 @@
 //! is appended after it, the exchange goes through `dispatch`, and the response is sent with
 //! flow control respected.
 
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +12,8 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue};
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
-use osprey_sdk::{Body, Response};
+use osprey_sdk::{Body, FileRange, Response};
 
-use crate::body::Pieces;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
     dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
@@ -23,6 +23,7 @@ use crate::http::encode::invalid_header;
 use crate::http::parse::{parse, BodyFraming, Head};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
+use crate::sender::{self, Held, Outgoing, Sink};
 use crate::server::Shared;
 
 /// Bodies up to this size are handed to h2 at once; larger ones wait for window capacity.
@@ -279,58 +280,93 @@ async fn send(
 ) -> Result<u64, SendError> {
     let no_body = bodiless(resp.status);
     let head = response_head(&resp, if no_body { None } else { resp.body.len() })?;
-    let body = std::mem::replace(&mut resp.body, Body::Empty);
-    let empty = no_body || is_head || body.len() == Some(0);
-    let mut stream = respond.send_response(head, empty)?;
+    let body = Outgoing::of(std::mem::replace(&mut resp.body, Body::Empty));
+    let empty = no_body || is_head || body.known_len() == Some(0);
+    let stream = respond.send_response(head, empty)?;
     if empty {
         return Ok(0);
     }
-    // Streams are counted as their chunks go.
-    let mut sent = match &body {
-        Body::Stream(_) => 0,
-        known => known.len().unwrap_or(0),
-    };
     let timeout = shared.timeouts.write;
-    match body {
-        Body::Empty | Body::Upgrade(_) => stream.send_data(Bytes::new(), true)?,
-        Body::Bytes(b) => send_bytes(&mut stream, Bytes::from(b.into_vec()), true, timeout).await?,
-        Body::Shared(b) => {
-            send_bytes(&mut stream, Bytes::from_owner(SharedBody(b)), true, timeout).await?
-        }
-        Body::File(range) => {
-            let (mut off, end) = (range.offset, range.offset + range.len);
-            while off < end {
-                let want = ((end - off) as usize).min(FILE_CHUNK);
-                let mut chunk = BytesMut::zeroed(want);
-                let n = range.file.read_at(&mut chunk, off)?;
-                if n == 0 {
-                    stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                    return Err("file shrank while being sent".into());
-                }
-                chunk.truncate(n);
-                off += n as u64;
-                send_bytes(&mut stream, chunk.freeze(), off >= end, timeout).await?;
-            }
-        }
-        Body::Stream(source) => {
-            let mut pieces = Pieces::new(source, timeout);
-            loop {
-                match pieces.next().await {
-                    Ok(Some(piece)) => {
-                        send_bytes(&mut stream, Bytes::from(piece.into_vec()), false, timeout)
-                            .await?
-                    }
-                    Ok(None) => break stream.send_data(Bytes::new(), true)?,
-                    Err(e) => {
-                        stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                        return Err(e.into());
-                    }
-                }
-            }
-            sent = pieces.sent();
-        }
+    let mut sink = Http2 { stream, timeout };
+    Ok(sender::send(&mut sink, body, 0, timeout).await?)
+}
+
+/// An HTTP/2 stream as a body's sink: DATA frames within flow control, END_STREAM with the
+/// last.
+struct Http2 {
+    stream: SendStream<Bytes>,
+    timeout: Duration,
+}
+
+impl Sink for Http2 {
+    async fn write_bytes(&mut self, bytes: Held, from: usize, last: bool) -> io::Result<()> {
+        let bytes = match bytes {
+            Held::Owned(b) => Bytes::from(b.into_vec()),
+            Held::Shared(b) => Bytes::from_owner(SharedBody(b)),
+        };
+        self.send_bytes(bytes.slice(from..), last).await
     }
-    Ok(sent)
+
+    /// Read in large chunks with pread(2), each sent as it is read.
+    async fn send_range(&mut self, range: &FileRange, from: u64, last: bool) -> io::Result<()> {
+        let (mut off, end) = (range.offset + from, range.offset + range.len);
+        while off < end {
+            let want = ((end - off) as usize).min(FILE_CHUNK);
+            let mut chunk = BytesMut::zeroed(want);
+            let n = range.file.read_at(&mut chunk, off)?;
+            if n == 0 {
+                self.abort();
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            chunk.truncate(n);
+            off += n as u64;
+            self.send_bytes(chunk.freeze(), last && off >= end).await?;
+        }
+        Ok(())
+    }
+
+    async fn end(&mut self) -> io::Result<()> {
+        self.stream
+            .send_data(Bytes::new(), true)
+            .map_err(io::Error::other)
+    }
+
+    fn abort(&mut self) {
+        self.stream.send_reset(h2::Reason::INTERNAL_ERROR);
+    }
+}
+
+impl Http2 {
+    /// Send `data`, waiting for flow-control capacity when it is large (so a slow client holds
+    /// no more than the send buffer, and the write timeout applies).
+    async fn send_bytes(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+        let stream = &mut self.stream;
+        if data.len() <= DIRECT_BODY {
+            return stream.send_data(data, end).map_err(io::Error::other);
+        }
+        while !data.is_empty() {
+            stream.reserve_capacity(data.len());
+            let capacity = tokio::time::timeout(
+                self.timeout,
+                std::future::poll_fn(|cx| stream.poll_capacity(cx)),
+            )
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timed out"))?
+            .ok_or_else(|| io::Error::other("stream closed"))?
+            .map_err(io::Error::other)?;
+            if capacity == 0 {
+                continue;
+            }
+            let part = data.split_to(capacity.min(data.len()));
+            stream
+                .send_data(part, end && data.is_empty())
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
 }
 
 /// A shared body handed to h2 without a copy.
@@ -340,34 +376,6 @@ impl AsRef<[u8]> for SharedBody {
     fn as_ref(&self) -> &[u8] {
         self.0.as_slice()
     }
-}
-
-/// Send `data`, waiting for flow-control capacity when it is large (so a slow client holds no
-/// more than the send buffer, and the write timeout applies).
-async fn send_bytes(
-    stream: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    end: bool,
-    timeout: Duration,
-) -> Result<(), SendError> {
-    if data.len() <= DIRECT_BODY {
-        stream.send_data(data, end)?;
-        return Ok(());
-    }
-    while !data.is_empty() {
-        stream.reserve_capacity(data.len());
-        let capacity =
-            tokio::time::timeout(timeout, std::future::poll_fn(|cx| stream.poll_capacity(cx)))
-                .await
-                .map_err(|_| "write timed out")?
-                .ok_or("stream closed")??;
-        if capacity == 0 {
-            continue;
-        }
-        let part = data.split_to(capacity.min(data.len()));
-        stream.send_data(part, end && data.is_empty())?;
-    }
-    Ok(())
 }
 
 /// Headers HTTP/2 forbids or the core sets itself.

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 use super::tcp::FreshTcp;
 use super::tls_io::{self, Accepted};
-use crate::conn::{wait, Arrived, Conn, Served};
+use crate::conn::{wait, Conn, Served, Wait};
 use crate::dispatch::Peer;
 use crate::http2::{self, Rewind};
 use crate::server::{Counted, Shared};
@@ -32,20 +32,15 @@ pub fn serve_plain(
         http2: false,
     });
     let mut fresh = Conn::new(FreshTcp(tcp), peer, shared);
-    let rest = match fresh.answer_arrived() {
-        Arrived::Closed => return None,
-        Arrived::Waits(rest) => rest,
-    };
+    let wait = fresh.arrived();
+    if let (Wait::Done, Served::Closed) = (&wait, fresh.served()) {
+        return None;
+    }
     // From here on it may wait: register it with the event loop.
     let mut conn = fresh.with_io(|f| TcpStream::from_std(f.0)).ok()?;
     Some(async move {
         let _counted = counted;
-        if let Some(rest) = rest {
-            if !conn.finish(rest).await {
-                return;
-            }
-        }
-        if let Served::Http2 = conn.serve().await {
+        if let Served::Http2 = conn.drive(wait).await {
             let (tcp, read, peer, shared) = conn.into_parts();
             let peer = Arc::new(Peer {
                 remote: peer.remote.clone(),

@@ -1,10 +1,11 @@
 //! A plain TCP connection before it is registered with the event loop.
 //!
 //! When a connection is accepted its request has usually arrived already. It is answered with
-//! plain non-blocking system calls (`Conn::answer_arrived`), and only a connection that then
-//! has to wait (for the client, or for room to write) is registered and gets a task. One that
-//! closes after its answer (a client's `Connection: close`) costs a read, a write and a close:
-//! no epoll registration and deregistration, and no task.
+//! plain non-blocking system calls (`Conn::arrived` advances the connection's state machine on
+//! the unregistered socket), and only a connection that then has to wait (for the client, or
+//! for room to write) is registered and gets a task. One that closes after its answer (a
+//! client's `Connection: close`) costs a read, a write and a close: no epoll registration and
+//! deregistration, and no task.
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
