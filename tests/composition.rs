@@ -337,3 +337,27 @@ fn subrequests_inherit_tls() {
     // Over plain HTTP the secure-only route is not there for the subrequest either.
     assert_eq!(srv.get("/tls.shtml").text(), "<!--[ssi error]-->");
 }
+
+#[test]
+fn subrequest_limits_are_configurable() {
+    let dir = TempDir::new("compose-limits");
+    let config = site(&dir, backend(), "").replacen(
+        "\"routing\"",
+        "\"limits\": {\"max_subrequest_depth\": 2, \"max_subrequests\": 3}, \"routing\"",
+        1,
+    );
+    let srv = Server::start(&config);
+    let www = find_www(&srv);
+    for i in 0..=3 {
+        let next = format!("<!--#include virtual=\"/d{}.shtml\" -->", i + 1);
+        std::fs::write(www.join(format!("d{i}.shtml")), format!("{i}{next}")).unwrap();
+    }
+    assert_eq!(srv.get("/d0.shtml").text(), "012<!--[ssi error]-->");
+    let many: String = (0..4)
+        .map(|i| format!("<!--#include virtual=\"/frag.html?{i}\" -->"))
+        .collect();
+    std::fs::write(www.join("many.shtml"), many).unwrap();
+    let text = srv.get("/many.shtml").text();
+    assert_eq!(text.matches("<i>static</i>").count(), 3, "{text}");
+    assert!(srv.log_text().contains("more than 3 subrequests"));
+}
