@@ -361,3 +361,24 @@ fn subrequest_limits_are_configurable() {
     assert_eq!(text.matches("<i>static</i>").count(), 3, "{text}");
     assert!(srv.log_text().contains("more than 3 subrequests"));
 }
+
+#[test]
+fn the_sample_composition_config_serves_its_page() {
+    // Relative paths in it are from the repository root, as `osprey -c` runs there.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let text = std::fs::read_to_string(format!("{root}/conf/composition.json")).unwrap();
+    let text = text.replace("\"conf/compose\"", &format!("\"{root}/conf/compose\""));
+    let (ok, out) = common::check_config(&text, &[]);
+    assert!(ok, "{out}");
+    let srv = Server::start(&text);
+    let page = srv.get("/index.shtml?name=you").text();
+    assert!(
+        page.contains("<h1>Osprey composition sample</h1>"),
+        "{page}"
+    );
+    assert!(page.contains("<p>Hello, you</p>"), "{page}");
+    assert!(page.contains("data-max-age=\"5\""), "{page}");
+    assert!(page.contains("data-max-age=\"20\""), "{page}");
+    assert!(page.contains("Served for /index.shtml?name=you"), "{page}");
+    assert!(!page.contains("ssi error"), "{page}");
+}

@@ -1,12 +1,22 @@
 //! SSI variables: those inherited from the including page, the query parameters, the
 //! built-ins, and `set`; `$NAME` / `${NAME}` substitution with `\$` for a literal `$`.
 
+use std::sync::OnceLock;
+
 use osprey_sdk::escape::url_component_into;
 use osprey_sdk::params::Params;
+use osprey_sdk::random::RequestId;
 use osprey_sdk::Request;
 
 /// The request header that carries a page's variables to the documents it includes.
 pub const INHERITED: &str = "X-Osprey-SSI-Vars";
+
+/// A secret of this process that starts the [`INHERITED`] header's value, so a client cannot
+/// hand a page variables of its choosing (such as `REQUEST_URI`).
+fn secret() -> &'static str {
+    static SECRET: OnceLock<String> = OnceLock::new();
+    SECRET.get_or_init(|| RequestId::new().as_str().to_owned())
+}
 
 /// Variables by name; a later entry of a name wins.
 #[derive(Debug, Default, Clone)]
@@ -14,10 +24,12 @@ pub struct Vars(Vec<(String, String)>);
 
 impl Vars {
     /// The variables a document sees: inherited ones, then its query parameters, then the
-    /// built-ins `QUERY_STRING`, `DOCUMENT_URI`, `REQUEST_URI`.
+    /// built-ins `QUERY_STRING` and `DOCUMENT_URI` (its own) and `REQUEST_URI` (the client's,
+    /// as nginx: an included document inherits it).
     pub fn for_request(req: &Request<'_>) -> Vars {
         let mut vars = Vars::default();
-        if let Some(inherited) = req.header(INHERITED) {
+        let inherited = req.header(INHERITED).and_then(|v| v.strip_prefix(secret()));
+        if let Some(inherited) = inherited.and_then(|v| v.strip_prefix('&')) {
             for (n, v) in Params::parse(inherited).iter() {
                 vars.set(n, v);
             }
@@ -27,7 +39,9 @@ impl Vars {
         }
         vars.set("QUERY_STRING", req.query.as_str());
         vars.set("DOCUMENT_URI", req.path.as_str());
-        vars.set("REQUEST_URI", req.uri.as_str());
+        if vars.get("REQUEST_URI").is_none() {
+            vars.set("REQUEST_URI", req.uri.as_str());
+        }
         vars
     }
 
@@ -56,9 +70,9 @@ impl Vars {
                 rest = after;
                 continue;
             }
-            if tail.starts_with('\\') {
+            if let Some(after) = tail.strip_prefix('\\') {
                 out.push('\\');
-                rest = &tail[1..];
+                rest = after;
                 continue;
             }
             let (name, after) = match tail[1..].strip_prefix('{') {
@@ -88,11 +102,9 @@ impl Vars {
 
     /// The variables as the [`INHERITED`] header's value.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
+        let mut out = secret().to_owned();
         for (n, v) in &self.0 {
-            if !out.is_empty() {
-                out.push('&');
-            }
+            out.push('&');
             url_component_into(n, &mut out);
             out.push('=');
             url_component_into(v, &mut out);
@@ -130,5 +142,19 @@ mod tests {
         let back = Params::parse(&v.encode());
         assert_eq!(back.get("NAME"), Some("a&b=c d"));
         assert_eq!(back.get("a_1"), Some("x"));
+    }
+
+    #[test]
+    fn only_the_process_own_inherited_header_is_read() {
+        use osprey_sdk::testing::TestRequest;
+        let forged = TestRequest::get("/p?q=1").header(INHERITED, "REQUEST_URI=/forged&x=1");
+        forged.with_view(|req| {
+            let v = Vars::for_request(req);
+            assert_eq!((v.get("REQUEST_URI"), v.get("x")), (Some("/p?q=1"), None));
+        });
+        let mut parent = Vars::default();
+        parent.set("x", "1");
+        let real = TestRequest::get("/p").header(INHERITED, &parent.encode());
+        real.with_view(|req| assert_eq!(Vars::for_request(req).get("x"), Some("1")));
     }
 }
