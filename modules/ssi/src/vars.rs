@@ -154,7 +154,7 @@ mod tests {
         });
         let mut parent = Vars::default();
         parent.set("x", "1");
-        let real = TestRequest::get("/p").header(INHERITED, &parent.encode());
+        let real = TestRequest::get("/p").header(INHERITED, parent.encode());
         real.with_view(|req| assert_eq!(Vars::for_request(req).get("x"), Some("1")));
     }
 }
