@@ -223,6 +223,9 @@ pub const DEFAULT_ERROR_MARKER: &[u8] = b"<!--[subrequest error]-->";
 
 /// Bytes read from a file per chunk.
 const FILE_CHUNK: u64 = 64 * 1024;
+/// Ready pieces are sent together up to this size: one write (one chunk, one DATA frame)
+/// for a page whose fragments are all there, not one per piece.
+const GATHER: usize = 64 * 1024;
 
 /// One piece of a composite body.
 enum Piece {
@@ -250,6 +253,8 @@ enum Piece {
 pub struct Composite {
     pieces: VecDeque<Piece>,
     marker: RVec<u8>,
+    /// A failure met while gathering, given at the next poll (after the bytes before it).
+    failed: Option<RString>,
 }
 
 impl Default for Composite {
@@ -264,6 +269,7 @@ impl Composite {
         Composite {
             pieces: VecDeque::new(),
             marker: DEFAULT_ERROR_MARKER.to_vec().into(),
+            failed: None,
         }
     }
 
@@ -345,6 +351,32 @@ impl Composite {
     fn marker(&self, why: &str) -> Poll<Option<Result<RVec<u8>, RString>>> {
         crate::host::warn(&format!("composite body: {why}"));
         Poll::Ready(Some(Ok(self.marker.clone())))
+    }
+
+    /// The pieces ready now, gathered into one chunk (up to [`GATHER`] bytes).
+    fn poll_gathered(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
+        if let Some(e) = self.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let mut out: Option<RVec<u8>> = None;
+        loop {
+            let next = self.poll_next(cx);
+            match (next, out.as_mut()) {
+                (Poll::Ready(Some(Ok(chunk))), None) => out = Some(chunk),
+                (Poll::Ready(Some(Ok(chunk))), Some(buf)) => buf.extend_from_slice(&chunk),
+                (Poll::Ready(Some(Err(e))), Some(_)) => {
+                    self.failed = Some(e);
+                    return Poll::Ready(out.map(Ok));
+                }
+                (Poll::Pending, Some(_)) | (Poll::Ready(None), Some(_)) => {
+                    return Poll::Ready(out.map(Ok));
+                }
+                (other, None) => return other,
+            }
+            if out.as_ref().is_some_and(|b| b.len() >= GATHER) {
+                return Poll::Ready(out.map(Ok));
+            }
+        }
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
@@ -441,7 +473,7 @@ impl BodyStream for Composite {
         &mut self,
         cx: &mut FfiContext<'_>,
     ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
-        cx.with_context(|cx| match self.poll_next(cx) {
+        cx.with_context(|cx| match self.poll_gathered(cx) {
             Poll::Ready(chunk) => FfiPoll::Ready(chunk.map(RResult::from).into()),
             Poll::Pending => FfiPoll::Pending,
         })
