@@ -4,11 +4,13 @@
 use std::sync::OnceLock;
 
 use abi_stable::{
-    std_types::{ROption, RStr, RString, RVec, Tuple2},
+    std_types::{ROption, RResult, RStr, RString, RVec, Tuple2},
     StableAbi,
 };
 use async_ffi::LocalFfiFuture;
 
+use crate::request::Request;
+use crate::subrequest::{ParentBox, SubrequestError, SubrequestFuture, SubrequestTarget};
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
@@ -46,6 +48,19 @@ pub struct Host {
     /// Add to a counter by id.
     #[sabi(last_prefix_field)]
     pub counter_add: extern "C" fn(id: u32, delta: u64),
+    /// Start an internal `GET` for the request (`parent_host`, `parent_uri`) being handled on
+    /// this thread (see [`subrequest`](crate::subrequest)).
+    pub subrequest: extern "C" fn(
+        parent_host: RStr<'_>,
+        parent_uri: RStr<'_>,
+        target: SubrequestTarget,
+    ) -> SubrequestFuture,
+    /// A handle that starts subrequests for the request (`parent_host`, `parent_uri`) being
+    /// handled on this thread, usable after the call returns (see [`Parent`](crate::subrequest::Parent)).
+    pub subrequest_parent: extern "C" fn(
+        parent_host: RStr<'_>,
+        parent_uri: RStr<'_>,
+    ) -> RResult<ParentBox, SubrequestError>,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -138,6 +153,31 @@ pub fn upstream_request(backend: BackendId, request: UpstreamRequest) -> Upstrea
                 status: 500,
                 message: "the module is not initialised".into(),
             })
+        }),
+    }
+}
+
+/// Start a subrequest for `parent` (see [`Subrequest`](crate::subrequest::Subrequest), which
+/// builds `target`).
+pub fn subrequest(parent: &Request<'_>, target: SubrequestTarget) -> SubrequestFuture {
+    match HOST.get() {
+        Some((host, _)) => (host.subrequest())(parent.host, parent.uri, target),
+        None => LocalFfiFuture::new(async {
+            abi_stable::std_types::RResult::RErr(SubrequestError {
+                status: 500,
+                message: "subrequests are not available (module not initialised)".into(),
+            })
+        }),
+    }
+}
+
+/// The host's subrequest handle for `parent` (see [`Parent`](crate::subrequest::Parent)).
+pub fn subrequest_parent(parent: &Request<'_>) -> Result<ParentBox, SubrequestError> {
+    match HOST.get() {
+        Some((host, _)) => (host.subrequest_parent())(parent.host, parent.uri).into_result(),
+        None => Err(SubrequestError {
+            status: 500,
+            message: "subrequests are not available (module not initialised)".into(),
         }),
     }
 }

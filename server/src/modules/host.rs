@@ -37,6 +37,8 @@ pub fn host() -> HostRef {
             stats,
             counter,
             counter_add,
+            subrequest: crate::dispatch::subrequest::host_subrequest,
+            subrequest_parent: crate::dispatch::subrequest::host_subrequest_parent,
         }
         .leak_into_prefix()
     })
