@@ -9,6 +9,8 @@ use abi_stable::{
 };
 use async_ffi::LocalFfiFuture;
 
+use crate::request::Request;
+use crate::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
@@ -46,6 +48,13 @@ pub struct Host {
     /// Add to a counter by id.
     #[sabi(last_prefix_field)]
     pub counter_add: extern "C" fn(id: u32, delta: u64),
+    /// Start an internal `GET` for the request (`parent_host`, `parent_uri`) being handled on
+    /// this thread (see [`subrequest`](crate::subrequest)).
+    pub subrequest: extern "C" fn(
+        parent_host: RStr<'_>,
+        parent_uri: RStr<'_>,
+        target: SubrequestTarget,
+    ) -> SubrequestFuture,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -137,6 +146,20 @@ pub fn upstream_request(backend: BackendId, request: UpstreamRequest) -> Upstrea
             abi_stable::std_types::RResult::RErr(UpstreamError {
                 status: 500,
                 message: "the module is not initialised".into(),
+            })
+        }),
+    }
+}
+
+/// Start a subrequest for `parent` (see [`Subrequest`](crate::subrequest::Subrequest), which
+/// builds `target`).
+pub fn subrequest(parent: &Request<'_>, target: SubrequestTarget) -> SubrequestFuture {
+    match HOST.get() {
+        Some((host, _)) => (host.subrequest())(parent.host, parent.uri, target),
+        None => LocalFfiFuture::new(async {
+            abi_stable::std_types::RResult::RErr(SubrequestError {
+                status: 500,
+                message: "subrequests are not available (module not initialised)".into(),
             })
         }),
     }

@@ -27,6 +27,7 @@ pub mod random;
 pub mod request;
 pub mod request_body;
 pub mod response;
+pub mod subrequest;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tunnel;
@@ -42,6 +43,7 @@ pub use request_body::{next_chunk, BodySlot};
 pub use response::{
     Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox,
 };
+pub use subrequest::{Composite, Fetch, Subrequest, SubrequestError};
 pub use tunnel::{Tunnel, TunnelBox};
 pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 

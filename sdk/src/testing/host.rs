@@ -12,11 +12,15 @@ use async_ffi::LocalFfiFuture;
 
 use crate::host::{Host, Level, Stats};
 use crate::response::Response;
+use crate::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// How a test answers upstream requests: the backend's name and the request in, the response
 /// (or the error the host would report) out.
 type Script = Box<dyn FnMut(&str, &UpstreamRequest) -> Result<Response, UpstreamError>>;
+
+/// How a test answers subrequests: the target (host filled in from the parent) in, the answer out.
+type SubScript = Box<dyn FnMut(&SubrequestTarget) -> Result<Response, SubrequestError>>;
 
 #[derive(Default)]
 struct State {
@@ -25,6 +29,8 @@ struct State {
     backends: Vec<String>,
     script: Option<Script>,
     sent: Vec<(String, UpstreamRequest)>,
+    sub_script: Option<SubScript>,
+    subrequests: Vec<SubrequestTarget>,
 }
 
 thread_local! {
@@ -44,6 +50,7 @@ pub fn install() {
             stats,
             counter,
             counter_add,
+            subrequest,
         }
         .leak_into_prefix();
         crate::host::install(host, "test");
@@ -106,6 +113,49 @@ pub fn on_upstream(
 /// The upstream requests sent so far, with their backend's name.
 pub fn upstream_requests() -> Vec<(String, UpstreamRequest)> {
     STATE.with(|s| s.borrow().sent.clone())
+}
+
+/// Answer subrequests with `script` from now on (without one they answer 404).
+pub fn on_subrequest(
+    script: impl FnMut(&SubrequestTarget) -> Result<Response, SubrequestError> + 'static,
+) {
+    STATE.with(|s| s.borrow_mut().sub_script = Some(Box::new(script)));
+}
+
+/// The subrequests started so far (`host` filled in from the parent when it was empty).
+pub fn subrequests() -> Vec<SubrequestTarget> {
+    STATE.with(|s| s.borrow().subrequests.clone())
+}
+
+extern "C" fn subrequest(
+    parent_host: RStr<'_>,
+    _parent_uri: RStr<'_>,
+    mut target: SubrequestTarget,
+) -> SubrequestFuture {
+    if target.host.is_empty() {
+        target.host = parent_host.into();
+    }
+    let mut script = STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.subrequests.push(target.clone());
+        s.sub_script.take()
+    });
+    // The script runs without the state borrowed, so it may use the testing API itself.
+    let answer = match script.as_mut() {
+        Some(script) => script(&target),
+        None => {
+            let mut resp = Response::new();
+            resp.status(404);
+            Ok(resp)
+        }
+    };
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.sub_script.is_none() {
+            s.sub_script = script;
+        }
+    });
+    LocalFfiFuture::new(async move { RResult::from(answer) })
 }
 
 extern "C" fn log(level: Level, _module: RStr<'_>, message: RStr<'_>) {

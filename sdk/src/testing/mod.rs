@@ -43,7 +43,8 @@ mod response;
 mod run;
 
 pub use host::{
-    add_backend, counter_value, install, logged, logs, on_upstream, reset, upstream_requests,
+    add_backend, counter_value, install, logged, logs, on_subrequest, on_upstream, reset,
+    subrequests, upstream_requests,
 };
 pub use request::TestRequest;
 pub use response::{TestResponse, Verdict};

@@ -160,6 +160,7 @@ impl<I: Io> Conn<I> {
             extra: Vec::new(),
             stream: streamed.as_mut().and_then(|s| s.slot.take()).map(Box::new),
             id,
+            lineage: None,
         };
         match dispatch_now(&self.shared, &self.peer, ex) {
             // Answered before its streamed body was read: the body is left unread.

@@ -40,6 +40,9 @@ pub struct Exchange {
     /// The body as it arrives, for a handler that streams request bodies.
     pub stream: Option<Box<BodySlot>>,
     pub id: RequestId,
+    /// Where the request stands among subrequests (`None` for a client request that started
+    /// none yet).
+    pub lineage: Option<std::sync::Arc<super::subrequest::Lineage>>,
 }
 
 impl Exchange {

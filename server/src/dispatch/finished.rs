@@ -34,6 +34,25 @@ pub fn start_clock() -> Option<Instant> {
 /// Count the request and log it.
 pub fn finished(done: Finished<'_>) {
     crate::stats::count_request();
+    log(done, None);
+}
+
+/// The request line's protocol of a subrequest in the access log, which marks it as one.
+pub const SUBREQUEST_PROTOCOL: &str = "SUBREQUEST";
+
+/// Count a subrequest (the `subrequests` counter, not `requests`) and log it, marked.
+pub fn subrequest_finished(done: Finished<'_>) {
+    use std::sync::OnceLock;
+    static COUNTER: OnceLock<u32> = OnceLock::new();
+    crate::stats::counter_add(
+        *COUNTER.get_or_init(|| crate::stats::counter("subrequests")),
+        1,
+    );
+    log(done, Some(SUBREQUEST_PROTOCOL));
+}
+
+/// Write the access-log line; `protocol` replaces the request's own.
+fn log(done: Finished<'_>, protocol: Option<&'static str>) {
     let Some(started) = done.started else {
         return;
     };
@@ -48,6 +67,7 @@ pub fn finished(done: Finished<'_>) {
         })
     };
     let protocol = match request {
+        _ if protocol.is_some() => protocol.unwrap_or_default(),
         _ if done.peer.http2 => "HTTP/2.0",
         Some((_, head)) if head.minor == 0 => "HTTP/1.0",
         _ => "HTTP/1.1",

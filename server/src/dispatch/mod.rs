@@ -13,6 +13,7 @@ use crate::server::Shared;
 mod exchange;
 mod finished;
 pub mod incoming;
+pub mod subrequest;
 use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
@@ -117,9 +118,15 @@ impl<'a> Site<'a> {
         self.shared.router.route(self.index)
     }
 
-    /// Run `f` on the request view as this route sees it.
+    /// Run `f` on the request view as this route sees it; subrequests started meanwhile are
+    /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
-        ex.with_request(self.peer, self.route().prefix(), self.info_start, f)
+        let mut lineage = ex.lineage.take();
+        let scope = subrequest::Scope::enter(self.shared, self.peer, &mut lineage);
+        let out = ex.with_request(self.peer, self.route().prefix(), self.info_start, f);
+        drop(scope);
+        ex.lineage = lineage;
+        out
     }
 }
 

@@ -53,6 +53,7 @@ pub async fn handle(
                 extra: Vec::new(),
                 stream: None,
                 id,
+                lineage: None,
             };
             if let Some(limit) = stream_limit {
                 let len = match ex.head.body {

@@ -37,6 +37,7 @@ pub fn host() -> HostRef {
             stats,
             counter,
             counter_add,
+            subrequest: crate::dispatch::subrequest::host_subrequest,
         }
         .leak_into_prefix()
     })

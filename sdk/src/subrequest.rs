@@ -1,0 +1,400 @@
+//! Subrequests: an internal `GET` of a URI that runs through the server's full routing and filter
+//! pipeline on the network thread of the request that asked for it, with no socket. Its answer is
+//! an ordinary [`Response`] (status, headers, a body that may stream). A [`Composite`] body
+//! assembles literal bytes, file ranges and subrequest bodies in order.
+//!
+//! ```no_run
+//! # use osprey_sdk::{Request, Response};
+//! # use osprey_sdk::subrequest::{Composite, Subrequest};
+//! fn handle(req: &Request<'_>, resp: &mut Response) {
+//!     let header = Subrequest::get("/fragments/header.html").start(req);
+//!     let clock = Subrequest::get("/curtime?max_age=5").start(req);
+//!     let page = Composite::new()
+//!         .bytes(b"<html><body>".to_vec())
+//!         .fetch(header)
+//!         .fetch(clock)
+//!         .bytes(b"</body></html>".to_vec());
+//!     resp.content_type("text/html").body_stream(page);
+//! }
+//! ```
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::thread::ThreadId;
+
+use abi_stable::{
+    std_types::{RArc, ROption, RResult, RString, RVec},
+    StableAbi,
+};
+use async_ffi::{FfiContext, FfiPoll, LocalFfiFuture};
+
+use crate::request::Request;
+use crate::response::{Body, BodyStream, FileRange, HeaderPair, HeaderText, Response, StreamBox};
+
+/// What a subrequest fetches, as the host receives it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct SubrequestTarget {
+    /// Origin-form target: path and query (`/a/b?c`).
+    pub uri: RString,
+    /// The virtual host to route it to; empty: the parent request's host.
+    pub host: RString,
+    /// Request headers to send with it (the subrequest has no others but `Host`).
+    pub headers: RVec<HeaderPair>,
+}
+
+/// Why a subrequest gave no response: over a limit (depth, count per request), a loop, a target
+/// that is not a valid URI, or a call made outside a request's handling. `status` is what the
+/// caller would answer with; `message` says what happened, for the log.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct SubrequestError {
+    /// The status that describes the failure (500 for limits and loops, 400 for a bad URI).
+    pub status: u16,
+    /// What happened, for the log.
+    pub message: RString,
+}
+
+impl std::fmt::Display for SubrequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.status)
+    }
+}
+
+/// The host's answer to a subrequest: the response as the pipeline left it (any status; a body
+/// of bytes, a file range or a stream).
+pub type SubrequestFuture = LocalFfiFuture<RResult<Response, SubrequestError>>;
+
+/// An internal `GET`, built then [started](Subrequest::start).
+#[derive(Debug, Clone)]
+pub struct Subrequest {
+    target: SubrequestTarget,
+}
+
+impl Subrequest {
+    /// A `GET` of `uri` (path and query, e.g. `/frag?id=2`) on the parent request's host.
+    pub fn get(uri: impl Into<String>) -> Subrequest {
+        Subrequest {
+            target: SubrequestTarget {
+                uri: uri.into().into(),
+                host: RString::new(),
+                headers: RVec::new(),
+            },
+        }
+    }
+
+    /// Route it to another virtual host.
+    pub fn host(mut self, host: impl Into<String>) -> Subrequest {
+        self.target.host = host.into().into();
+        self
+    }
+
+    /// Send a request header with it.
+    pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Self {
+        self.target.headers.push(HeaderPair {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Start it for `parent`, the request being handled. Call this while the core is calling
+    /// the module for `parent` on its network thread (in `handle`, a filter's `before` or
+    /// `after` run inline); the answer may be awaited later, on that same thread (inside an
+    /// [`Outcome::later`](crate::Outcome::later) future or a [`Composite`] body). Depth,
+    /// count and loop limits are checked here; a failure comes back as the answer.
+    pub fn start(self, parent: &Request<'_>) -> Fetch {
+        Fetch::new(crate::host::subrequest(parent, self.target))
+    }
+}
+
+/// A started subrequest: a future of its response.
+///
+/// It may be stored in a response body (which must be `Send`), but is polled only on the
+/// network thread that started it: polled elsewhere it fails, dropped elsewhere it is leaked.
+pub struct Fetch {
+    future: Option<SubrequestFuture>,
+    thread: ThreadId,
+}
+
+// SAFETY: the future is only polled or dropped on the thread that created it (checked above
+// every use); on another thread it is neither touched nor dropped.
+unsafe impl Send for Fetch {}
+
+impl Fetch {
+    fn new(future: SubrequestFuture) -> Fetch {
+        Fetch {
+            future: Some(future),
+            thread: std::thread::current().id(),
+        }
+    }
+
+    fn on_its_thread(&self) -> bool {
+        std::thread::current().id() == self.thread
+    }
+}
+
+impl Future for Fetch {
+    type Output = Result<Response, SubrequestError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if !this.on_its_thread() {
+            return Poll::Ready(Err(SubrequestError {
+                status: 500,
+                message: "a subrequest was awaited off its network thread".into(),
+            }));
+        }
+        let Some(future) = this.future.as_mut() else {
+            return Poll::Ready(Err(SubrequestError {
+                status: 500,
+                message: "a subrequest was awaited after it ended".into(),
+            }));
+        };
+        match Pin::new(future).poll(cx) {
+            Poll::Ready(answer) => {
+                this.future = None;
+                Poll::Ready(answer.into_result())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        if !self.on_its_thread() {
+            std::mem::forget(self.future.take());
+        }
+    }
+}
+
+/// The marker a failed piece becomes when [`Composite::error_marker`] sets none.
+pub const DEFAULT_ERROR_MARKER: &[u8] = b"<!--[subrequest error]-->";
+
+/// Bytes read from a file per chunk.
+const FILE_CHUNK: u64 = 64 * 1024;
+
+/// One piece of a composite body.
+enum Piece {
+    Bytes(RVec<u8>),
+    Shared(RArc<RVec<u8>>),
+    File(FileRange),
+    /// A subrequest, then its answer once it came.
+    Fetch(Fetch),
+    Answer(Result<Response, SubrequestError>),
+    /// A subrequest's body being sent; `started` once a byte of it went out.
+    Stream {
+        stream: StreamBox,
+        started: bool,
+    },
+}
+
+/// A response body made of ordered pieces: literal bytes, file ranges and subrequest bodies.
+/// The subrequests run at once, side by side; their bodies go out in document order, each as
+/// soon as it and everything before it is ready (chunked on HTTP/1.1, DATA frames on HTTP/2).
+///
+/// Only `200` answers are included. A subrequest that fails or answers another status before
+/// any of its body went out becomes the error marker (logged); a body that fails after its
+/// output started fails the whole stream, and the core cuts the response, as headers and part
+/// of the body are gone.
+pub struct Composite {
+    pieces: VecDeque<Piece>,
+    marker: RVec<u8>,
+}
+
+impl Default for Composite {
+    fn default() -> Self {
+        Composite::new()
+    }
+}
+
+impl Composite {
+    /// No pieces; the marker is [`DEFAULT_ERROR_MARKER`].
+    pub fn new() -> Composite {
+        Composite {
+            pieces: VecDeque::new(),
+            marker: DEFAULT_ERROR_MARKER.to_vec().into(),
+        }
+    }
+
+    /// What a failed piece becomes (may be empty).
+    pub fn error_marker(mut self, marker: impl Into<Vec<u8>>) -> Composite {
+        self.marker = marker.into().into();
+        self
+    }
+
+    /// Literal bytes.
+    pub fn bytes(mut self, bytes: impl Into<Vec<u8>>) -> Composite {
+        self.push_bytes(bytes);
+        self
+    }
+
+    /// Literal bytes shared with a cache.
+    pub fn shared(mut self, bytes: RArc<RVec<u8>>) -> Composite {
+        self.pieces.push_back(Piece::Shared(bytes));
+        self
+    }
+
+    /// A range of an open file.
+    pub fn file(mut self, range: FileRange) -> Composite {
+        self.pieces.push_back(Piece::File(range));
+        self
+    }
+
+    /// A subrequest's body.
+    pub fn fetch(mut self, fetch: Fetch) -> Composite {
+        self.push_fetch(fetch);
+        self
+    }
+
+    /// [`bytes`](Composite::bytes) for a builder held by reference.
+    pub fn push_bytes(&mut self, bytes: impl Into<Vec<u8>>) {
+        let bytes: Vec<u8> = bytes.into();
+        if !bytes.is_empty() {
+            self.pieces.push_back(Piece::Bytes(bytes.into()));
+        }
+    }
+
+    /// [`fetch`](Composite::fetch) for a builder held by reference.
+    pub fn push_fetch(&mut self, fetch: Fetch) {
+        self.pieces.push_back(Piece::Fetch(fetch));
+    }
+
+    /// A body piece as it is (bytes, a file range or a stream): e.g. a subrequest's answer
+    /// already awaited.
+    pub fn push_body(&mut self, body: Body) {
+        match body {
+            Body::Empty | Body::Upgrade(_) => {}
+            Body::Bytes(b) => self.pieces.push_back(Piece::Bytes(b)),
+            Body::Shared(b) => self.pieces.push_back(Piece::Shared(b)),
+            Body::File(f) => self.pieces.push_back(Piece::File(f)),
+            Body::Stream(stream) => self.pieces.push_back(Piece::Stream {
+                stream,
+                started: false,
+            }),
+        }
+    }
+
+    /// Whether there is nothing left to send.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// Move every subrequest on, so they run side by side; keep the answers that came.
+    fn advance_fetches(&mut self, cx: &mut Context<'_>) {
+        for piece in self.pieces.iter_mut() {
+            if let Piece::Fetch(fetch) = piece {
+                if let Poll::Ready(answer) = Pin::new(fetch).poll(cx) {
+                    *piece = Piece::Answer(answer);
+                }
+            }
+        }
+    }
+
+    /// The marker for a piece that failed before its output started.
+    fn marker(&self, why: &str) -> Poll<Option<Result<RVec<u8>, RString>>> {
+        crate::host::warn(&format!("composite body: {why}"));
+        Poll::Ready(Some(Ok(self.marker.clone())))
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
+        self.advance_fetches(cx);
+        loop {
+            let Some(piece) = self.pieces.pop_front() else {
+                return Poll::Ready(None);
+            };
+            match piece {
+                Piece::Bytes(b) => return Poll::Ready(Some(Ok(b))),
+                Piece::Shared(b) => return Poll::Ready(Some(Ok(b.as_slice().to_vec().into()))),
+                Piece::File(range) => {
+                    if range.len == 0 {
+                        continue;
+                    }
+                    let n = range.len.min(FILE_CHUNK);
+                    let mut chunk = vec![0; n as usize];
+                    if let Err(e) = range.file.read_exact_at(&mut chunk, range.offset) {
+                        return Poll::Ready(Some(Err(format!("reading a file piece: {e}").into())));
+                    }
+                    if n < range.len {
+                        self.pieces.push_front(Piece::File(FileRange {
+                            file: range.file,
+                            offset: range.offset + n,
+                            len: range.len - n,
+                        }));
+                    }
+                    return Poll::Ready(Some(Ok(chunk.into())));
+                }
+                Piece::Fetch(fetch) => {
+                    self.pieces.push_front(Piece::Fetch(fetch));
+                    return Poll::Pending;
+                }
+                Piece::Answer(Err(e)) => return self.marker(&format!("subrequest failed: {e}")),
+                Piece::Answer(Ok(resp)) if resp.status != 200 => {
+                    return self.marker(&format!("subrequest answered {}", resp.status));
+                }
+                Piece::Answer(Ok(resp)) => {
+                    let rest: Vec<Piece> = self.pieces.drain(..).collect();
+                    self.push_body(resp.body);
+                    self.pieces.extend(rest);
+                }
+                Piece::Stream {
+                    mut stream,
+                    started,
+                } => {
+                    let polled = poll_stream(&mut stream, cx);
+                    match polled {
+                        Poll::Pending => {
+                            self.pieces.push_front(Piece::Stream { stream, started });
+                            return Poll::Pending;
+                        }
+                        Poll::Ready(None) => continue,
+                        Poll::Ready(Some(Ok(chunk))) => {
+                            self.pieces.push_front(Piece::Stream {
+                                stream,
+                                started: started || !chunk.is_empty(),
+                            });
+                            return Poll::Ready(Some(Ok(chunk)));
+                        }
+                        Poll::Ready(Some(Err(e))) if !started => {
+                            return self.marker(&format!("subrequest body failed: {e}"));
+                        }
+                        Poll::Ready(Some(Err(e))) => {
+                            return Poll::Ready(Some(Err(format!(
+                                "a subrequest body failed after its output started: {e}"
+                            )
+                            .into())));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn poll_stream(
+    stream: &mut StreamBox,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<RVec<u8>, RString>>> {
+    use async_ffi::ContextExt;
+    match cx.with_ffi_context(|fcx| stream.poll_chunk(fcx)) {
+        FfiPoll::Ready(ROption::RNone) => Poll::Ready(None),
+        FfiPoll::Ready(ROption::RSome(chunk)) => Poll::Ready(Some(chunk.into_result())),
+        FfiPoll::Panicked => Poll::Ready(Some(Err("the body stream panicked".into()))),
+        FfiPoll::Pending => Poll::Pending,
+    }
+}
+
+impl BodyStream for Composite {
+    fn poll_chunk(
+        &mut self,
+        cx: &mut FfiContext<'_>,
+    ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+        cx.with_context(|cx| match self.poll_next(cx) {
+            Poll::Ready(chunk) => FfiPoll::Ready(chunk.map(RResult::from).into()),
+            Poll::Pending => FfiPoll::Pending,
+        })
+    }
+}

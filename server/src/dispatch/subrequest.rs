@@ -1,0 +1,288 @@
+//! Subrequests (`osprey_sdk::subrequest`): an internal `GET` a module starts while the core is
+//! calling it for a request. It runs through the same pipeline ([`dispatch`](super::dispatch))
+//! on the same network thread, with no socket: the parent's connection facts (`Peer`: remote
+//! address, TLS) are its own. Limits: depth, count per client request, loops.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use async_ffi::LocalFfiFuture;
+use osprey_sdk::abi_stable::std_types::{RResult, RStr};
+use osprey_sdk::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
+use osprey_sdk::Response;
+
+use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer};
+use crate::server::Shared;
+
+/// How deep subrequests may nest (a subrequest's subrequest is depth 2).
+pub const MAX_DEPTH: u32 = 8;
+/// How many subrequests one client request may start, at every depth together.
+pub const MAX_PER_REQUEST: u32 = 64;
+
+/// Where a request stands among subrequests: how deep, the (host, URI) of each ancestor and
+/// its own (for loop detection), and the count left to the whole client request.
+#[derive(Debug)]
+pub struct Lineage {
+    depth: u32,
+    chain: Vec<(Box<str>, Box<str>)>,
+    left: Arc<AtomicU32>,
+}
+
+impl Lineage {
+    fn root(host: &str, uri: &str) -> Lineage {
+        Lineage {
+            depth: 0,
+            chain: vec![(host.into(), uri.into())],
+            left: Arc::new(AtomicU32::new(MAX_PER_REQUEST)),
+        }
+    }
+
+    /// The lineage of a subrequest of this request to (`host`, `uri`), or why there is none.
+    fn child(&self, host: &str, uri: &str) -> Result<Lineage, String> {
+        if self.depth + 1 > MAX_DEPTH {
+            return Err(format!(
+                "subrequest to {uri} refused: subrequests nest deeper than {MAX_DEPTH}"
+            ));
+        }
+        if self.chain.iter().any(|(h, u)| **h == *host && **u == *uri) {
+            return Err(format!(
+                "subrequest to {uri} refused: it includes itself (a subrequest loop)"
+            ));
+        }
+        let took = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if took.is_err() {
+            return Err(format!(
+                "subrequest to {uri} refused: more than {MAX_PER_REQUEST} subrequests for one request"
+            ));
+        }
+        let mut chain = self.chain.clone();
+        chain.push((host.into(), uri.into()));
+        Ok(Lineage {
+            depth: self.depth + 1,
+            chain,
+            left: self.left.clone(),
+        })
+    }
+}
+
+/// The request the core is calling a module for on this thread, if any.
+#[derive(Clone, Copy)]
+struct Current {
+    shared: *const Arc<Shared>,
+    peer: *const Arc<Peer>,
+    /// The request's lineage, made on its first subrequest.
+    lineage: *mut Option<Arc<Lineage>>,
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<Current>> = const { Cell::new(None) };
+}
+
+/// While alive, subrequests started on this thread are for the given request.
+pub(super) struct Scope {
+    prev: Option<Current>,
+}
+
+impl Scope {
+    /// `lineage` must outlive the scope and not be touched elsewhere while it lasts.
+    pub(super) fn enter(
+        shared: &Arc<Shared>,
+        peer: &Arc<Peer>,
+        lineage: &mut Option<Arc<Lineage>>,
+    ) -> Scope {
+        let now = Current {
+            shared,
+            peer,
+            lineage,
+        };
+        Scope {
+            prev: CURRENT.replace(Some(now)),
+        }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        CURRENT.set(self.prev);
+    }
+}
+
+fn refused(status: u16, message: String) -> SubrequestFuture {
+    LocalFfiFuture::new(async move {
+        RResult::RErr(SubrequestError {
+            status,
+            message: message.into(),
+        })
+    })
+}
+
+/// The host service behind `osprey_sdk::host::subrequest`.
+pub extern "C" fn host_subrequest(
+    parent_host: RStr<'_>,
+    parent_uri: RStr<'_>,
+    target: SubrequestTarget,
+) -> SubrequestFuture {
+    let Some(current) = CURRENT.get() else {
+        return refused(
+            500,
+            "a subrequest must be started while its parent request is being handled \
+             (inline, on its network thread)"
+                .into(),
+        );
+    };
+    // SAFETY: `current` is set only by a live `Scope`, whose referents outlive it, and this
+    // runs inside the module call that scope wraps.
+    let (shared, peer, lineage) = unsafe {
+        (
+            (*current.shared).clone(),
+            (*current.peer).clone(),
+            &mut *current.lineage,
+        )
+    };
+    let uri = target.uri.as_str();
+    let host = match target.host.as_str() {
+        "" => parent_host.as_str().to_owned(),
+        other => other.to_ascii_lowercase(),
+    };
+    if let Err(why) = check_target(uri, &host, &target) {
+        return refused(400, format!("subrequest to {uri:?} refused: {why}"));
+    }
+    let parent = lineage
+        .get_or_insert_with(|| Arc::new(Lineage::root(parent_host.as_str(), parent_uri.as_str())));
+    let lineage = match parent.child(&host, uri) {
+        Ok(lineage) => Arc::new(lineage),
+        Err(message) => return refused(500, message),
+    };
+    let buf = request_bytes(uri, &host, &target);
+    LocalFfiFuture::new(async move { run(shared, peer, buf, lineage).await.into() })
+}
+
+/// No bytes that would make the request line or a header say something else.
+fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), &'static str> {
+    let clean = |s: &str| !s.bytes().any(|b| b <= b' ' || b == 0x7f);
+    if !uri.starts_with('/') || !clean(uri) {
+        return Err("the URI must be a path (and query) without spaces or control bytes");
+    }
+    if !clean(host) || host.contains('/') {
+        return Err("the host is not a host name");
+    }
+    let bad_header = target.headers.iter().any(|h| {
+        !clean(&h.name) || h.name.contains(':') || h.value.bytes().any(|b| b == b'\r' || b == b'\n')
+    });
+    if bad_header {
+        return Err("a header name or value is not valid");
+    }
+    Ok(())
+}
+
+/// The subrequest in HTTP/1.1 form, as the core parses every request (HTTP/2's too).
+fn request_bytes(uri: &str, host: &str, target: &SubrequestTarget) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(64 + uri.len() + host.len());
+    buf.extend_from_slice(b"GET ");
+    buf.extend_from_slice(uri.as_bytes());
+    buf.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    buf.extend_from_slice(host.as_bytes());
+    buf.extend_from_slice(b"\r\n");
+    for h in target.headers.iter() {
+        if h.name.eq_ignore_ascii_case("host") {
+            continue;
+        }
+        buf.extend_from_slice(h.name.as_bytes());
+        buf.extend_from_slice(b": ");
+        buf.extend_from_slice(h.value.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+    }
+    buf.extend_from_slice(b"\r\n");
+    buf
+}
+
+/// Parse and dispatch the subrequest, count and log it, and hand its response over.
+async fn run(
+    shared: Arc<Shared>,
+    peer: Arc<Peer>,
+    buf: Vec<u8>,
+    lineage: Arc<Lineage>,
+) -> Result<Response, SubrequestError> {
+    let started = start_clock();
+    let head = match crate::http::parse::parse(&buf, &shared.config.limits) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Err(error(400, "the subrequest's head is incomplete".into())),
+        Err(e) => {
+            let why = format!("the subrequest is not valid HTTP: {}", e.reason);
+            return Err(error(e.status, why));
+        }
+    };
+    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
+    let ex = Exchange {
+        buf,
+        head: Box::new(head),
+        body: BodyLoc::InBuf(Default::default()),
+        resp: Response::default(),
+        extra: Vec::new(),
+        stream: None,
+        id,
+        lineage: Some(lineage),
+    };
+    let (ex, status) = match dispatch(&shared, &peer, ex).await {
+        Dispatched::Answered(ex) => {
+            let status = ex.resp.status;
+            (Some(ex), status)
+        }
+        Dispatched::Lost => (None, 500),
+    };
+    super::finished::subrequest_finished(Finished {
+        peer: &peer,
+        request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
+        status,
+        body_bytes: ex.as_ref().and_then(|ex| ex.resp.body.len()).unwrap_or(0),
+        started,
+        id: ex.as_ref().map(|ex| ex.id),
+        set_cookies: &[],
+    });
+    match ex {
+        Some(ex) => Ok(ex.resp),
+        None => Err(error(500, "the subrequest's worker job failed".into())),
+    }
+}
+
+fn error(status: u16, message: String) -> SubrequestError {
+    SubrequestError {
+        status,
+        message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_loops_and_count_are_limited() {
+        let root = Lineage::root("h", "/page");
+        assert!(root
+            .child("h", "/page")
+            .unwrap_err()
+            .contains("includes itself"));
+        // The same URI on another host is not a loop.
+        assert!(root.child("other", "/page").is_ok());
+        let mut at = root.child("h", "/a").unwrap();
+        for d in 2..=MAX_DEPTH {
+            at = at.child("h", &format!("/d{d}")).unwrap();
+        }
+        assert!(at
+            .child("h", "/deeper")
+            .unwrap_err()
+            .contains("deeper than 8"));
+        let root = Lineage::root("h", "/page");
+        for i in 0..MAX_PER_REQUEST {
+            root.child("h", &format!("/f{i}")).unwrap();
+        }
+        assert!(root
+            .child("h", "/one-more")
+            .unwrap_err()
+            .contains("more than 64"));
+    }
+}
