@@ -66,9 +66,14 @@ impl std::fmt::Display for SyntaxError {
 }
 
 impl Template {
-    /// The block named `name` (`""` is the top level).
-    pub fn block(&self, name: &str) -> Option<&Block> {
-        self.blocks.iter().find(|b| b.name == name)
+    /// Whether the file has no tags this syntax acts on (it is sent as it is).
+    pub fn is_plain(&self) -> bool {
+        self.parents.is_empty()
+            && self.blocks.len() == 1
+            && self.blocks[0]
+                .parts
+                .iter()
+                .all(|p| matches!(p, Part::Text(_)))
     }
 
     /// Whether the top level holds only white space between its tags: a child whose top level
@@ -79,11 +84,6 @@ impl Template {
             _ => true,
         })
     }
-}
-
-/// Whether `text` has anything that looks like a tag (a template without one is sent as is).
-pub fn has_tags(text: &[u8]) -> bool {
-    text.windows(2).any(|w| w == b"{%")
 }
 
 /// Parse `text`, fetched from `uri`.

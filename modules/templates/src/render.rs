@@ -4,6 +4,7 @@
 //! top level, with each block reference replaced by that block's winner.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::parse::{Part, Template};
 
@@ -16,9 +17,9 @@ const MAX_DEPTH: usize = 256;
 
 /// A template and its parents as fetched (`None`: that parent could not be fetched, so its
 /// blocks are missing).
-pub struct Tree<'t> {
-    pub template: &'t Template,
-    pub parents: Vec<Option<Tree<'t>>>,
+pub struct Tree {
+    pub template: Arc<Template>,
+    pub parents: Vec<Option<Tree>>,
 }
 
 /// The page: text, and the includes between it (resolved URIs), in document order.
@@ -37,7 +38,7 @@ struct Def<'t> {
 
 /// The page `tree` describes, at most `max_size` bytes of text; an error for a block that
 /// shows itself, or a page over the size.
-pub fn render(tree: &Tree<'_>, max_size: usize) -> Result<Vec<Piece>, String> {
+pub fn render(tree: &Tree, max_size: usize) -> Result<Vec<Piece>, String> {
     let mut m = Merged::default();
     m.merge(tree);
     let mut out = Output {
@@ -58,11 +59,11 @@ struct Merged<'t> {
 }
 
 impl<'t> Merged<'t> {
-    fn merge(&mut self, tree: &Tree<'t>) {
+    fn merge(&mut self, tree: &'t Tree) {
         for parent in tree.parents.iter().flatten() {
             self.merge(parent);
         }
-        let t = tree.template;
+        let t = &*tree.template;
         for (i, block) in t.blocks.iter().enumerate() {
             let overrides = self.winners.get(block.name.as_str()).copied();
             if i == 0 && overrides.is_some() && t.top_is_blank() {

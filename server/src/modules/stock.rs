@@ -69,6 +69,12 @@ pub const STOCK: &[Stock] = &[
         filters: &["image"],
     },
     Stock {
+        library: "templates",
+        module: "templates",
+        handlers: &[],
+        filters: &["templates"],
+    },
+    Stock {
         library: "filters",
         module: "filters",
         handlers: &["host_redirect"],
