@@ -56,6 +56,8 @@ fn site() -> Site {
         ("t/pages/orphan.html", "{% extends 'gone.html' %}{% block a %}kept{% endblock %}"),
         ("t/pages/loop.html", "{% extends 'loop2.html' %}"),
         ("t/pages/loop2.html", "{% extends 'loop.html' %}"),
+        ("t/pages/cached.html", "{% extends '/origin/layout' %}{% block a %}page{% endblock %}"),
+        ("t/pages/slow.html", "<p>{% include '/slow' %}</p>{% include 'plain.html' %}"),
     ];
     for (name, text) in files {
         if let Some(dir) = Path::new(name).parent() {
@@ -70,6 +72,10 @@ fn site() -> Site {
   "load": [{{"so": "testkit"}}],
   "routing": [
     {{"prefix": "/dyn", "handler": "counter", "text": "dynamic", "filters": [{{"type": "tag", "text": "dyn"}}]}},
+    {{"prefix": "/origin/layout", "handler": "counter", "counter": "layout", "text": "<{{% block a %}}A{{% endblock %}}>",
+      "headers": {{"ETag": "\"v1\"", "Content-Type": "text/html"}}, "filters": [{{"type": "templates"}}]}},
+    {{"prefix": "/slow", "handler": "counter", "sleep_ms": 600, "text": "slow"}},
+    {{"prefix": "/count", "handler": "count"}},
     {{"handler": "sendfile", "cache_ttl": 0, "dir": {dir:?}, "filters": [{{"type": "templates"}}]}}
   ]
 }}"#,
@@ -273,4 +279,58 @@ fn http2_gets_the_same_page() {
     ]);
     assert!(ok, "{out}");
     assert_eq!(out, "304");
+}
+
+#[test]
+fn a_cached_parent_is_asked_conditionally_and_its_parse_reused() {
+    let s = site();
+    let first = get(&s.srv, "/t/pages/cached.html", "");
+    assert_eq!(first.text(), "hit 1\n<page>");
+    // The layout's subrequest now carries its ETag; the origin answers 304 and the cached
+    // parse (of "hit 1") is used again.
+    let again = get(&s.srv, "/t/pages/cached.html", "");
+    assert_eq!(again.text(), "hit 1\n<page>");
+    assert_eq!(get(&s.srv, "/count?layout", "").text(), "2 1");
+}
+
+#[test]
+fn a_slow_include_streams_and_does_not_hold_up_other_connections() {
+    let s = site();
+    let started = std::time::Instant::now();
+    let slow = std::thread::scope(|scope| {
+        let slow = scope.spawn(|| get(&s.srv, "/t/pages/slow.html", ""));
+        std::thread::sleep(Duration::from_millis(100));
+        let quick = get(&s.srv, "/t/pages/page.html", "");
+        assert_eq!(quick.text(), PAGE);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        slow.join().unwrap()
+    });
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_eq!(slow.status, 200);
+    // Not known when the head went out: no Last-Modified, and the body is chunked.
+    assert_eq!(slow.header("last-modified"), None);
+    assert_eq!(slow.header("transfer-encoding"), Some("chunked"));
+    assert!(
+        slow.text()
+            .starts_with("<p>hit 1\nslow</p><p>no tags here</p>"),
+        "{}",
+        slow.text()
+    );
+}
+
+#[test]
+fn configuration_errors_name_the_line_and_key() {
+    let (ok, out) = common::check_config(
+        "{\"routing\": [{\"handler\": \"hello\",\n \"filters\": [{\"type\": \"templates\", \"max_sise\": 1}]}]}",
+        &[],
+    );
+    assert!(!ok);
+    assert!(
+        out.contains("c.json:2: key `routing[0].filters[0]`: unknown key `max_sise`"),
+        "{out}"
+    );
 }
