@@ -4,13 +4,13 @@
 use std::sync::OnceLock;
 
 use abi_stable::{
-    std_types::{ROption, RStr, RString, RVec, Tuple2},
+    std_types::{ROption, RResult, RStr, RString, RVec, Tuple2},
     StableAbi,
 };
 use async_ffi::LocalFfiFuture;
 
 use crate::request::Request;
-use crate::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
+use crate::subrequest::{ParentBox, SubrequestError, SubrequestFuture, SubrequestTarget};
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
@@ -55,6 +55,12 @@ pub struct Host {
         parent_uri: RStr<'_>,
         target: SubrequestTarget,
     ) -> SubrequestFuture,
+    /// A handle that starts subrequests for the request (`parent_host`, `parent_uri`) being
+    /// handled on this thread, usable after the call returns (see [`Parent`](crate::subrequest::Parent)).
+    pub subrequest_parent: extern "C" fn(
+        parent_host: RStr<'_>,
+        parent_uri: RStr<'_>,
+    ) -> RResult<ParentBox, SubrequestError>,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -161,6 +167,17 @@ pub fn subrequest(parent: &Request<'_>, target: SubrequestTarget) -> SubrequestF
                 status: 500,
                 message: "subrequests are not available (module not initialised)".into(),
             })
+        }),
+    }
+}
+
+/// The host's subrequest handle for `parent` (see [`Parent`](crate::subrequest::Parent)).
+pub fn subrequest_parent(parent: &Request<'_>) -> Result<ParentBox, SubrequestError> {
+    match HOST.get() {
+        Some((host, _)) => (host.subrequest_parent())(parent.host, parent.uri).into_result(),
+        None => Err(SubrequestError {
+            status: 500,
+            message: "subrequests are not available (module not initialised)".into(),
         }),
     }
 }

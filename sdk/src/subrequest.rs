@@ -25,7 +25,8 @@ use std::task::{Context, Poll};
 use std::thread::ThreadId;
 
 use abi_stable::{
-    std_types::{RArc, ROption, RResult, RString, RVec},
+    sabi_trait,
+    std_types::{RArc, RBox, ROption, RResult, RString, RVec},
     StableAbi,
 };
 use async_ffi::{FfiContext, FfiPoll, LocalFfiFuture};
@@ -67,6 +68,43 @@ impl std::fmt::Display for SubrequestError {
 /// of bytes, a file range or a stream).
 pub type SubrequestFuture = LocalFfiFuture<RResult<Response, SubrequestError>>;
 
+/// The host's handle on a request that may start subrequests later (see [`Parent`]).
+#[sabi_trait]
+pub trait SubrequestParent: Send + Sync {
+    /// Start a subrequest for the request this handle was taken for.
+    #[sabi(last_prefix_field)]
+    fn start(&self, target: SubrequestTarget) -> SubrequestFuture;
+}
+
+/// A boxed [`SubrequestParent`] as the host hands it over.
+pub type ParentBox = SubrequestParent_TO<'static, RBox<()>>;
+
+/// A request's right to start subrequests after the core's call for it has returned: from a
+/// response body being streamed (e.g. a page whose includes are known only once a backend's
+/// body has arrived) or a later future. Take it during the call; it is `Send` and may be kept
+/// in a body, but the subrequests it starts run on the network thread that polls them.
+pub struct Parent(Result<ParentBox, SubrequestError>);
+
+impl Parent {
+    /// The handle for `req`, the request being handled (same rule as [`Subrequest::start`]).
+    pub fn of(req: &Request<'_>) -> Parent {
+        Parent(crate::host::subrequest_parent(req))
+    }
+
+    /// Start `sub` for the request this handle was taken for.
+    pub fn start(&self, sub: Subrequest) -> Fetch {
+        let uri = sub.target.uri.to_string();
+        let future = match &self.0 {
+            Ok(parent) => parent.start(sub.target),
+            Err(e) => {
+                let e = e.clone();
+                LocalFfiFuture::new(async move { RResult::RErr(e) })
+            }
+        };
+        Fetch::new(uri, future)
+    }
+}
+
 /// An internal `GET`, built then [started](Subrequest::start).
 #[derive(Debug, Clone)]
 pub struct Subrequest {
@@ -106,7 +144,8 @@ impl Subrequest {
     /// [`Outcome::later`](crate::Outcome::later) future or a [`Composite`] body). Depth,
     /// count and loop limits are checked here; a failure comes back as the answer.
     pub fn start(self, parent: &Request<'_>) -> Fetch {
-        Fetch::new(crate::host::subrequest(parent, self.target))
+        let uri = self.target.uri.to_string();
+        Fetch::new(uri, crate::host::subrequest(parent, self.target))
     }
 }
 
@@ -115,6 +154,8 @@ impl Subrequest {
 /// It may be stored in a response body (which must be `Send`), but is polled only on the
 /// network thread that started it: polled elsewhere it fails, dropped elsewhere it is leaked.
 pub struct Fetch {
+    /// The target, for log lines.
+    uri: String,
     future: Option<SubrequestFuture>,
     thread: ThreadId,
 }
@@ -124,11 +165,17 @@ pub struct Fetch {
 unsafe impl Send for Fetch {}
 
 impl Fetch {
-    fn new(future: SubrequestFuture) -> Fetch {
+    fn new(uri: String, future: SubrequestFuture) -> Fetch {
         Fetch {
+            uri,
             future: Some(future),
             thread: std::thread::current().id(),
         }
+    }
+
+    /// The URI it fetches.
+    pub fn uri(&self) -> &str {
+        &self.uri
     }
 
     fn on_its_thread(&self) -> bool {
@@ -184,8 +231,8 @@ enum Piece {
     File(FileRange),
     /// A subrequest, then its answer once it came.
     Fetch(Fetch),
-    Answer(Result<Response, SubrequestError>),
-    /// A subrequest's body being sent; `started` once a byte of it went out.
+    Answer(String, Result<Response, SubrequestError>),
+    /// A body being sent; `started` once a byte of it went out.
     Stream {
         stream: StreamBox,
         started: bool,
@@ -287,8 +334,8 @@ impl Composite {
     fn advance_fetches(&mut self, cx: &mut Context<'_>) {
         for piece in self.pieces.iter_mut() {
             if let Piece::Fetch(fetch) = piece {
-                if let Poll::Ready(answer) = Pin::new(fetch).poll(cx) {
-                    *piece = Piece::Answer(answer);
+                if let Poll::Ready(answer) = Pin::new(&mut *fetch).poll(cx) {
+                    *piece = Piece::Answer(std::mem::take(&mut fetch.uri), answer);
                 }
             }
         }
@@ -331,11 +378,13 @@ impl Composite {
                     self.pieces.push_front(Piece::Fetch(fetch));
                     return Poll::Pending;
                 }
-                Piece::Answer(Err(e)) => return self.marker(&format!("subrequest failed: {e}")),
-                Piece::Answer(Ok(resp)) if resp.status != 200 => {
-                    return self.marker(&format!("subrequest answered {}", resp.status));
+                Piece::Answer(uri, Err(e)) => {
+                    return self.marker(&format!("subrequest {uri} failed: {e}"));
                 }
-                Piece::Answer(Ok(resp)) => {
+                Piece::Answer(uri, Ok(resp)) if resp.status != 200 => {
+                    return self.marker(&format!("subrequest {uri} answered {}", resp.status));
+                }
+                Piece::Answer(_, Ok(resp)) => {
                     let rest: Vec<Piece> = self.pieces.drain(..).collect();
                     self.push_body(resp.body);
                     self.pieces.extend(rest);

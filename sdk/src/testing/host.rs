@@ -12,7 +12,10 @@ use async_ffi::LocalFfiFuture;
 
 use crate::host::{Host, Level, Stats};
 use crate::response::Response;
-use crate::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
+use crate::subrequest::{
+    ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
+    SubrequestTarget,
+};
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// How a test answers upstream requests: the backend's name and the request in, the response
@@ -51,6 +54,7 @@ pub fn install() {
             counter,
             counter_add,
             subrequest,
+            subrequest_parent,
         }
         .leak_into_prefix();
         crate::host::install(host, "test");
@@ -156,6 +160,32 @@ extern "C" fn subrequest(
         }
     });
     LocalFfiFuture::new(async move { RResult::from(answer) })
+}
+
+/// The test kit's parent handle: the scripted answers, for the request it was taken for.
+struct TestParent {
+    host: String,
+    uri: String,
+}
+
+impl SubrequestParent for TestParent {
+    fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
+        subrequest(self.host.as_str().into(), self.uri.as_str().into(), target)
+    }
+}
+
+extern "C" fn subrequest_parent(
+    parent_host: RStr<'_>,
+    parent_uri: RStr<'_>,
+) -> RResult<ParentBox, SubrequestError> {
+    let parent = TestParent {
+        host: parent_host.to_string(),
+        uri: parent_uri.to_string(),
+    };
+    RResult::ROk(SubrequestParent_TO::from_value(
+        parent,
+        abi_stable::sabi_trait::TD_Opaque,
+    ))
 }
 
 extern "C" fn log(level: Level, _module: RStr<'_>, message: RStr<'_>) {

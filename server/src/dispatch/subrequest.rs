@@ -8,8 +8,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use async_ffi::LocalFfiFuture;
+use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
 use osprey_sdk::abi_stable::std_types::{RResult, RStr};
-use osprey_sdk::subrequest::{SubrequestError, SubrequestFuture, SubrequestTarget};
+use osprey_sdk::subrequest::{
+    ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
+    SubrequestTarget,
+};
 use osprey_sdk::Response;
 
 use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer};
@@ -119,19 +123,26 @@ fn refused(status: u16, message: String) -> SubrequestFuture {
     })
 }
 
-/// The host service behind `osprey_sdk::host::subrequest`.
-pub extern "C" fn host_subrequest(
+/// A request that may start subrequests: what they inherit from it.
+struct CoreParent {
+    shared: Arc<Shared>,
+    peer: Arc<Peer>,
+    host: String,
+    lineage: Arc<Lineage>,
+}
+
+/// The request the core is calling a module for on this thread, as a parent.
+fn current_parent(
     parent_host: RStr<'_>,
     parent_uri: RStr<'_>,
-    target: SubrequestTarget,
-) -> SubrequestFuture {
+) -> Result<CoreParent, SubrequestError> {
     let Some(current) = CURRENT.get() else {
-        return refused(
+        return Err(error(
             500,
             "a subrequest must be started while its parent request is being handled \
              (inline, on its network thread)"
                 .into(),
-        );
+        ));
     };
     // SAFETY: `current` is set only by a live `Scope`, whose referents outlive it, and this
     // runs inside the module call that scope wraps.
@@ -142,22 +153,56 @@ pub extern "C" fn host_subrequest(
             &mut *current.lineage,
         )
     };
-    let uri = target.uri.as_str();
-    let host = match target.host.as_str() {
-        "" => parent_host.as_str().to_owned(),
-        other => other.to_ascii_lowercase(),
-    };
-    if let Err(why) = check_target(uri, &host, &target) {
-        return refused(400, format!("subrequest to {uri:?} refused: {why}"));
+    let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
+    let lineage = lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri)));
+    Ok(CoreParent {
+        shared,
+        peer,
+        host: host.to_owned(),
+        lineage: lineage.clone(),
+    })
+}
+
+impl SubrequestParent for CoreParent {
+    fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
+        let uri = target.uri.as_str();
+        let host = match target.host.as_str() {
+            "" => self.host.clone(),
+            other => other.to_ascii_lowercase(),
+        };
+        if let Err(why) = check_target(uri, &host, &target) {
+            return refused(400, format!("subrequest to {uri:?} refused: {why}"));
+        }
+        let lineage = match self.lineage.child(&host, uri) {
+            Ok(lineage) => Arc::new(lineage),
+            Err(message) => return refused(500, message),
+        };
+        let buf = request_bytes(uri, &host, &target);
+        let (shared, peer) = (self.shared.clone(), self.peer.clone());
+        LocalFfiFuture::new(async move { run(shared, peer, buf, lineage).await.into() })
     }
-    let parent = lineage
-        .get_or_insert_with(|| Arc::new(Lineage::root(parent_host.as_str(), parent_uri.as_str())));
-    let lineage = match parent.child(&host, uri) {
-        Ok(lineage) => Arc::new(lineage),
-        Err(message) => return refused(500, message),
-    };
-    let buf = request_bytes(uri, &host, &target);
-    LocalFfiFuture::new(async move { run(shared, peer, buf, lineage).await.into() })
+}
+
+/// The host service behind `osprey_sdk::host::subrequest`.
+pub extern "C" fn host_subrequest(
+    parent_host: RStr<'_>,
+    parent_uri: RStr<'_>,
+    target: SubrequestTarget,
+) -> SubrequestFuture {
+    match current_parent(parent_host, parent_uri) {
+        Ok(parent) => parent.start(target),
+        Err(e) => refused(e.status, e.message.into()),
+    }
+}
+
+/// The host service behind `osprey_sdk::host::subrequest_parent`.
+pub extern "C" fn host_subrequest_parent(
+    parent_host: RStr<'_>,
+    parent_uri: RStr<'_>,
+) -> RResult<ParentBox, SubrequestError> {
+    current_parent(parent_host, parent_uri)
+        .map(|p| SubrequestParent_TO::from_value(p, TD_Opaque))
+        .into()
 }
 
 /// No bytes that would make the request line or a header say something else.

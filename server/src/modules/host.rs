@@ -38,6 +38,7 @@ pub fn host() -> HostRef {
             counter,
             counter_add,
             subrequest: crate::dispatch::subrequest::host_subrequest,
+            subrequest_parent: crate::dispatch::subrequest::host_subrequest_parent,
         }
         .leak_into_prefix()
     })
