@@ -57,6 +57,7 @@ fn site() -> Site {
         ("t/pages/loop.html", "{% extends 'loop2.html' %}"),
         ("t/pages/loop2.html", "{% extends 'loop.html' %}"),
         ("t/pages/cached.html", "{% extends '/origin/layout' %}{% block a %}page{% endblock %}"),
+        ("t/pages/late.html", "{% extends '/slowlayout' %}{% block a %}late {% include '/t/nav.html' %}{% endblock %}"),
         ("t/pages/slow.html", "<p>{% include '/slow' %}</p>{% include 'plain.html' %}"),
     ];
     for (name, text) in files {
@@ -75,6 +76,8 @@ fn site() -> Site {
     {{"prefix": "/origin/layout", "handler": "counter", "counter": "layout", "text": "<{{% block a %}}A{{% endblock %}}>",
       "headers": {{"ETag": "\"v1\"", "Content-Type": "text/html"}}, "filters": [{{"type": "templates"}}]}},
     {{"prefix": "/slow", "handler": "counter", "sleep_ms": 600, "text": "slow"}},
+    {{"prefix": "/slowlayout", "handler": "counter", "sleep_ms": 300, "text": "<{{% block a %}}A{{% endblock %}}|{{% include '/t/nav.html' %}}>",
+      "headers": {{"Content-Type": "text/html"}}}},
     {{"prefix": "/count", "handler": "count"}},
     {{"handler": "sendfile", "cache_ttl": 0, "dir": {dir:?}, "filters": [{{"type": "templates"}}]}}
   ]
@@ -333,4 +336,15 @@ fn configuration_errors_name_the_line_and_key() {
         out.contains("c.json:2: key `routing[0].filters[0]`: unknown key `max_sise`"),
         "{out}"
     );
+}
+
+#[test]
+fn a_parent_that_answers_late_is_awaited_in_the_body() {
+    let s = site();
+    let r = get(&s.srv, "/t/pages/late.html", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hit 1\n<late <nav>N</nav>|<nav>N</nav>>");
+    // The head went before the parent answered: no Last-Modified, so no 304 either.
+    assert_eq!(r.header("last-modified"), None);
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
 }

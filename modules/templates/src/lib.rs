@@ -16,7 +16,7 @@ mod uri;
 #[cfg(test)]
 mod tests;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::http::{self, Precondition, Validators};
@@ -71,11 +71,9 @@ struct Conf {
     error_marker: String,
 }
 
-pub(crate) struct Templates {
+struct Templates {
     types: Vec<String>,
-    max_size: usize,
-    error_marker: Vec<u8>,
-    cache: cache::Cache,
+    shared: Arc<assemble::Shared>,
 }
 
 /// Request headers that would let the handler answer `304`, `412` or `206` for the template
@@ -94,9 +92,11 @@ impl Templates {
         let conf: Conf = parse_config(config)?;
         Ok(Templates {
             types: conf.types.iter().map(|t| t.to_ascii_lowercase()).collect(),
-            max_size: conf.max_size,
-            error_marker: conf.error_marker.into_bytes(),
-            cache: cache::Cache::new(),
+            shared: Arc::new(assemble::Shared {
+                cache: cache::Cache::new(),
+                max_size: conf.max_size,
+                error_marker: conf.error_marker.into_bytes(),
+            }),
         })
     }
 
@@ -121,28 +121,24 @@ impl Templates {
 
     /// The page's template, parsed (or from the cache while its version is the same); `None`
     /// when it cannot be read, which is logged and leaves the response as it is.
-    fn page(
-        &self,
-        req: &Request<'_>,
-        resp: &mut Response,
-    ) -> Option<std::sync::Arc<parse::Template>> {
+    fn page(&self, req: &Request<'_>, resp: &mut Response) -> Option<Arc<parse::Template>> {
         let version = cache::Version::of(resp);
-        if let Some(entry) = self.cache.get(req.host.as_str(), req.uri.as_str()) {
+        if let Some(entry) = self.shared.cache.get(req.host.as_str(), req.uri.as_str()) {
             if version.identifies() && entry.version == version {
                 return Some(entry.template.clone());
             }
         }
         let body = std::mem::replace(&mut resp.body, Body::Empty);
         let text = match body.len() {
-            Some(n) if n > self.max_size as u64 => {
+            Some(n) if n > self.shared.max_size as u64 => {
                 osprey_sdk::host::warn(&format!(
                     "template {} is over {} bytes (max_size): sent as it is",
-                    req.uri, self.max_size
+                    req.uri, self.shared.max_size
                 ));
                 resp.body = body;
                 return None;
             }
-            _ => match ready::read_body(body, self.max_size) {
+            _ => match ready::read_body(body, self.shared.max_size) {
                 Ok(text) => text,
                 Err(why) => {
                     osprey_sdk::host::error(&format!("template {}: {why}", req.uri));
@@ -152,7 +148,7 @@ impl Templates {
             },
         };
         let template = match parse::parse(req.uri.as_str(), text) {
-            Ok(t) => std::sync::Arc::new(t),
+            Ok(t) => Arc::new(t),
             Err(e) => {
                 osprey_sdk::host::error(&format!("template error in {}: {e}", req.uri));
                 resp.body(assemble::TEMPLATE_ERROR);
@@ -165,7 +161,7 @@ impl Templates {
         if template.is_plain() {
             resp.body(template.text.clone()); // read to find out: sent from memory
         }
-        self.cache.put(
+        self.shared.cache.put(
             req.host.as_str(),
             req.uri.as_str(),
             version,
@@ -239,6 +235,6 @@ impl Filter for Templates {
         if page.is_plain() {
             return preconditions(req, resp);
         }
-        self.assemble(req, resp, page);
+        assemble::respond(&self.shared, req, resp, page);
     }
 }
