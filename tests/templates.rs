@@ -4,6 +4,7 @@
 //! following changed files, error markers, HTTP/1.1 and HTTP/2.
 
 mod common;
+mod tlskit;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -30,6 +31,13 @@ struct Site {
 }
 
 fn site() -> Site {
+    let (www, config) = files_and_config();
+    let srv = Server::start(&config);
+    Site { www, srv }
+}
+
+/// The sample site's files and a configuration serving them.
+fn files_and_config() -> (TempDir, String) {
     let www = TempDir::new("templates");
     let files: &[(&str, &str)] = &[
         ("t/layout.html", LAYOUT),
@@ -79,13 +87,14 @@ fn site() -> Site {
     {{"prefix": "/slowlayout", "handler": "counter", "sleep_ms": 300, "text": "<{{% block a %}}A{{% endblock %}}|{{% include '/t/nav.html' %}}>",
       "headers": {{"Content-Type": "text/html"}}}},
     {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/z/", "handler": "sendfile", "cache_ttl": 0, "dir": {dir:?},
+      "filters": [{{"type": "gzip"}}, {{"type": "templates"}}]}},
     {{"handler": "sendfile", "cache_ttl": 0, "dir": {dir:?}, "filters": [{{"type": "templates"}}]}}
   ]
 }}"#,
         dir = www.path().display().to_string()
     );
-    let srv = Server::start(&config);
-    Site { www, srv }
+    (www, config)
 }
 
 fn get(srv: &Server, path: &str, headers: &str) -> Response {
@@ -347,4 +356,45 @@ fn a_parent_that_answers_late_is_awaited_in_the_body() {
     // The head went before the parent answered: no Last-Modified, so no 304 either.
     assert_eq!(r.header("last-modified"), None);
     assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+}
+
+#[test]
+fn tls_over_http11_and_h2() {
+    let (www, config) = files_and_config();
+    let cert = tlskit::Cert::new(&www, "localhost", &["localhost"]);
+    let (_srv, port) = tlskit::start_tls(&config, &cert);
+    let url = format!("https://localhost:{port}/t/pages/page.html");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    for version in ["--http1.1", "--http2"] {
+        let args = [
+            "--resolve",
+            &resolve,
+            "--cacert",
+            cert.cert_str(),
+            version,
+            "-sS",
+            &url,
+        ];
+        let (ok, out) = common::curl(&args);
+        assert!(ok, "{out}");
+        assert_eq!(out, PAGE, "{version}");
+    }
+}
+
+#[test]
+fn gzip_before_templates_compresses_the_assembled_page() {
+    use std::io::Read;
+    let s = site();
+    let req = "GET /z/t/pages/page.html HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n";
+    let mut conn = s.srv.connect();
+    std::io::Write::write_all(&mut conn, req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).unwrap();
+    let r = Response::parse(&raw);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut page = String::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_string(&mut page)
+        .unwrap();
+    assert_eq!(page, PAGE);
 }
