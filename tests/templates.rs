@@ -398,3 +398,24 @@ fn gzip_before_templates_compresses_the_assembled_page() {
         .unwrap();
     assert_eq!(page, PAGE);
 }
+
+#[test]
+fn head_and_failed_preconditions() {
+    let s = site();
+    let raw = s
+        .srv
+        .raw(b"HEAD /t/pages/page.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (r, _) = Response::parse_one(raw.as_bytes(), true);
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty());
+    assert_eq!(r.header("last-modified"), Some(http_date(20).as_str()));
+    // The template file's own ETag is not the page's: If-Match cannot hold.
+    let r = get(&s.srv, "/t/pages/page.html", "If-Match: \"x\"\r\n");
+    assert_eq!(r.status, 412);
+    let r = get(
+        &s.srv,
+        "/t/pages/page.html",
+        &format!("If-Unmodified-Since: {}\r\n", http_date(15)),
+    );
+    assert_eq!(r.status, 412);
+}
