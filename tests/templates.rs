@@ -62,6 +62,7 @@ fn files_and_config() -> (TempDir, String) {
         ("t/pages/style.css", "body {}"),
         ("t/pages/broken.html", "<p>{% block a %}never closed"),
         ("t/pages/orphan.html", "{% extends 'gone.html' %}{% block a %}kept{% endblock %}"),
+        ("t/pages/badparent.html", "{% extends 'broken.html' %}"),
         ("t/pages/loop.html", "{% extends 'loop2.html' %}"),
         ("t/pages/loop2.html", "{% extends 'loop.html' %}"),
         ("t/pages/cached.html", "{% extends '/origin/layout' %}{% block a %}page{% endblock %}"),
@@ -87,6 +88,7 @@ fn files_and_config() -> (TempDir, String) {
     {{"prefix": "/slowlayout", "handler": "counter", "sleep_ms": 300, "text": "<{{% block a %}}A{{% endblock %}}|{{% include '/t/nav.html' %}}>",
       "headers": {{"Content-Type": "text/html"}}}},
     {{"prefix": "/count", "handler": "count"}},
+    {{"prefix": "/small/", "handler": "sendfile", "dir": {dir:?}, "filters": [{{"type": "templates", "max_size": 50}}]}},
     {{"prefix": "/z/", "handler": "sendfile", "cache_ttl": 0, "dir": {dir:?},
       "filters": [{{"type": "gzip"}}, {{"type": "templates"}}]}},
     {{"handler": "sendfile", "cache_ttl": 0, "dir": {dir:?}, "filters": [{{"type": "templates"}}]}}
@@ -251,6 +253,8 @@ fn template_errors_give_a_marker_and_a_log_line() {
     assert_eq!(r.text(), "<!--[template error; check error log]-->");
     let r = get(&s.srv, "/t/pages/loop.html", "");
     assert_eq!(r.text(), "<!--[template error; check error log]-->");
+    let r = get(&s.srv, "/t/pages/badparent.html", "");
+    assert_eq!(r.text(), "<!--[template error; check error log]-->");
     // A parent that is not there leaves the child's own blocks.
     let r = get(&s.srv, "/t/pages/orphan.html", "");
     assert_eq!(r.text(), "kept");
@@ -262,6 +266,10 @@ fn template_errors_give_a_marker_and_a_log_line() {
         "{log}"
     );
     assert!(log.contains("/t/pages/loop.html extends itself"), "{log}");
+    assert!(
+        log.contains("template error in /t/pages/badparent.html: in parent /t/pages/broken.html at byte 3: block `a` has no endblock"),
+        "{log}"
+    );
     assert!(
         log.contains("parent /t/pages/gone.html left out: it answered 404"),
         "{log}"
@@ -418,4 +426,20 @@ fn head_and_failed_preconditions() {
         &format!("If-Unmodified-Since: {}\r\n", http_date(15)),
     );
     assert_eq!(r.status, 412);
+}
+
+#[test]
+fn a_template_over_max_size_is_sent_as_it_is() {
+    let s = site();
+    let r = get(&s.srv, "/small/t/pages/page.html", "");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().starts_with("{% extends '../layout.html' %}"),
+        "{}",
+        r.text()
+    );
+    assert!(s
+        .srv
+        .log_text()
+        .contains("template /small/t/pages/page.html is over 50 bytes (max_size): sent as it is"));
 }

@@ -119,8 +119,9 @@ impl Templates {
                 .is_some_and(|ct| self.types.contains(&media(ct)))
     }
 
-    /// The page's template, parsed (or from the cache while its version is the same); `None`
-    /// when it cannot be read, which is logged and leaves the response as it is.
+    /// The page's template, parsed (or from the cache while its version is the same); `None`,
+    /// logged, when the response is already final: a file over `max_size` (sent as it is), a
+    /// body that cannot be read (500), a syntax error (the error marker).
     fn page(&self, req: &Request<'_>, resp: &mut Response) -> Option<Arc<parse::Template>> {
         let version = cache::Version::of(resp);
         if let Some(entry) = self.shared.cache.get(req.host.as_str(), req.uri.as_str()) {
