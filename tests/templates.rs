@@ -90,7 +90,7 @@ fn files_and_config() -> (TempDir, String) {
     {{"prefix": "/count", "handler": "count"}},
     {{"prefix": "/small/", "handler": "sendfile", "dir": {dir:?}, "filters": [{{"type": "templates", "max_size": 50}}]}},
     {{"prefix": "/z/", "handler": "sendfile", "cache_ttl": 0, "dir": {dir:?},
-      "filters": [{{"type": "gzip"}}, {{"type": "templates"}}]}},
+      "filters": [{{"type": "gzip", "min_length": 10}}, {{"type": "templates"}}]}},
     {{"handler": "sendfile", "cache_ttl": 0, "dir": {dir:?}, "filters": [{{"type": "templates"}}]}}
   ]
 }}"#,
@@ -118,6 +118,11 @@ fn a_page_extends_its_layout_with_blocks_raw_and_relative_uris() {
     assert_eq!(r.text(), PAGE);
     assert_eq!(r.header("content-type"), Some("text/html"));
     assert_eq!(r.header("etag"), None);
+    // Every part answered at once: one buffer, with its length.
+    assert_eq!(
+        r.header("content-length"),
+        Some(PAGE.len().to_string().as_str())
+    );
 }
 
 #[test]

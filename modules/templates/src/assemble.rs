@@ -57,8 +57,7 @@ impl Newest {
 /// Why the page cannot be assembled: a syntax error in a parent, a loop, too big.
 struct Broken(String);
 
-type Assembly =
-    Pin<Box<dyn Future<Output = Result<(Composite, Option<SystemTime>), Broken>> + Send>>;
+type Assembly = Pin<Box<dyn Future<Output = Result<(Body, Option<SystemTime>), Broken>> + Send>>;
 
 /// One page being assembled: who asked, for the log and the cache.
 struct Page {
@@ -88,7 +87,7 @@ pub fn respond(
     }
     let last_modified = match now(&mut work) {
         Some(Ok((body, newest))) => {
-            resp.body_stream(body);
+            resp.body = body;
             newest
         }
         Some(Err(Broken(why))) => {
@@ -123,7 +122,7 @@ impl Page {
         self,
         page: Arc<Template>,
         page_lm: Option<String>,
-    ) -> Result<(Composite, Option<SystemTime>), Broken> {
+    ) -> Result<(Body, Option<SystemTime>), Broken> {
         let mut newest = Newest(Some(SystemTime::UNIX_EPOCH));
         newest.note(page_lm.as_deref());
         let mut loaded: HashMap<String, Option<Arc<Template>>> = HashMap::new();
@@ -208,19 +207,20 @@ impl Page {
     }
 
     /// The page's body: text, and each include's answer (started now; taken now when it is
-    /// ready, else streamed when it comes).
-    fn compose(&self, pieces: Vec<Piece>, newest: &mut Newest) -> Composite {
-        let marker = self.shared.error_marker.clone();
-        let mut body = Composite::new().error_marker(marker.clone());
+    /// ready, else streamed when it comes). When every part is ready and known in size, the
+    /// page is one buffer (sent with `Content-Length`, storable by a cache).
+    fn compose(&self, pieces: Vec<Piece>, newest: &mut Newest) -> Body {
+        let marker = &self.shared.error_marker;
+        let mut parts = Vec::with_capacity(pieces.len());
         for piece in pieces {
-            match piece {
-                Piece::Text(text) => body.push_bytes(text),
+            let part = match piece {
+                Piece::Text(text) => Part::Ready(Body::Bytes(text.into())),
                 Piece::Include(uri) => {
                     let mut fetch = self.parent.start(Subrequest::get(uri.as_str()));
                     match now(&mut fetch) {
                         Some(Ok(resp)) if resp.status == 200 => {
                             newest.note(resp.get_header("last-modified"));
-                            body.push_body(resp.body);
+                            Part::Ready(resp.body)
                         }
                         Some(answer) => {
                             let why = match answer {
@@ -229,18 +229,72 @@ impl Page {
                             };
                             host::warn(&format!("template {}: include {uri}: {why}", self.uri));
                             newest.0 = None;
-                            body.push_bytes(marker.clone());
+                            Part::Ready(Body::Bytes(marker.clone().into()))
                         }
                         None => {
                             newest.0 = None;
-                            body.push_fetch(fetch);
+                            Part::Later(fetch)
                         }
                     }
                 }
+            };
+            parts.push(part);
+        }
+        match whole(&parts, self.shared.max_size) {
+            Some(len) => {
+                let mut page = Vec::with_capacity(len);
+                for part in parts {
+                    if let Part::Ready(body) = part {
+                        match read_body(body, len) {
+                            Ok(bytes) => page.extend_from_slice(&bytes),
+                            Err(why) => {
+                                host::warn(&format!("template {}: a part: {why}", self.uri));
+                                page.extend_from_slice(marker);
+                            }
+                        }
+                    }
+                }
+                Body::Bytes(page.into())
+            }
+            None => {
+                let mut body = Composite::new().error_marker(marker.clone());
+                for part in parts {
+                    match part {
+                        Part::Ready(b) => body.push_body(b),
+                        Part::Later(fetch) => body.push_fetch(fetch),
+                    }
+                }
+                stream(body)
             }
         }
-        body
     }
+}
+
+/// A part of the page's body.
+enum Part {
+    Ready(Body),
+    Later(Fetch),
+}
+
+/// The page's length when every part is ready, in memory or a file, and they add up to at
+/// most `max` bytes.
+fn whole(parts: &[Part], max: usize) -> Option<usize> {
+    let mut len: u64 = 0;
+    for part in parts {
+        match part {
+            Part::Ready(b @ (Body::Empty | Body::Bytes(_) | Body::Shared(_) | Body::File(_))) => {
+                len += b.len()?
+            }
+            _ => return None,
+        }
+    }
+    (len <= max as u64).then_some(len as usize)
+}
+
+fn stream(composite: Composite) -> Body {
+    let mut resp = Response::new();
+    resp.body_stream(composite);
+    resp.body
 }
 
 /// `template` with its parents (each after its own parents) from `loaded`; a loop or a chain
@@ -290,7 +344,11 @@ impl BodyStream for Deferred {
             let polled = cx.with_context(|cx| work.as_mut().poll(cx));
             match polled {
                 Poll::Pending => return FfiPoll::Pending,
-                Poll::Ready(Ok((body, _))) => *self = Deferred::Sending(body),
+                Poll::Ready(Ok((body, _))) => {
+                    let mut page = Composite::new();
+                    page.push_body(body);
+                    *self = Deferred::Sending(page);
+                }
                 Poll::Ready(Err(Broken(why))) => {
                     host::error(&format!("template error in {uri}: {why}"));
                     *self = Deferred::Sending(Composite::new().bytes(TEMPLATE_ERROR));
