@@ -128,6 +128,10 @@ pub struct Limits {
     pub max_requests_per_connection: u64,
     /// Open connections per network thread; past it, new ones wait in the backlog.
     pub max_connections: usize,
+    /// How deep subrequests may nest (a page's include is depth 1); deeper ones are refused.
+    pub max_subrequest_depth: u32,
+    /// Subrequests one client request may start, at every depth together.
+    pub max_subrequests: u32,
 }
 
 impl Default for Limits {
@@ -139,6 +143,8 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             max_requests_per_connection: 10_000,
             max_connections: 16_384,
+            max_subrequest_depth: 8,
+            max_subrequests: 64,
         }
     }
 }

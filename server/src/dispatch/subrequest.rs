@@ -1,7 +1,8 @@
 //! Subrequests (`osprey_sdk::subrequest`): an internal `GET` a module starts while the core is
 //! calling it for a request. It runs through the same pipeline ([`dispatch`](super::dispatch))
 //! on the same network thread, with no socket: the parent's connection facts (`Peer`: remote
-//! address, TLS) are its own. Limits: depth, count per client request, loops.
+//! address, TLS) are its own. Limits (`limits.max_subrequest_depth`, `limits.max_subrequests`):
+//! depth, count per client request, and loops.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,12 +18,8 @@ use osprey_sdk::subrequest::{
 use osprey_sdk::Response;
 
 use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer};
+use crate::config::Limits;
 use crate::server::Shared;
-
-/// How deep subrequests may nest (a subrequest's subrequest is depth 2).
-pub const MAX_DEPTH: u32 = 8;
-/// How many subrequests one client request may start, at every depth together.
-pub const MAX_PER_REQUEST: u32 = 64;
 
 /// Where a request stands among subrequests: how deep, the (host, URI) of each ancestor and
 /// its own (for loop detection), and the count left to the whole client request.
@@ -34,19 +31,22 @@ pub struct Lineage {
 }
 
 impl Lineage {
-    fn root(host: &str, uri: &str) -> Lineage {
+    /// A client request's, which may start `count` subrequests.
+    fn root(host: &str, uri: &str, count: u32) -> Lineage {
         Lineage {
             depth: 0,
             chain: vec![(host.into(), uri.into())],
-            left: Arc::new(AtomicU32::new(MAX_PER_REQUEST)),
+            left: Arc::new(AtomicU32::new(count)),
         }
     }
 
     /// The lineage of a subrequest of this request to (`host`, `uri`), or why there is none.
-    fn child(&self, host: &str, uri: &str) -> Result<Lineage, String> {
-        if self.depth + 1 > MAX_DEPTH {
+    fn child(&self, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
+        let max_depth = limits.max_subrequest_depth;
+        if self.depth >= max_depth {
             return Err(format!(
-                "subrequest to {uri} refused: subrequests nest deeper than {MAX_DEPTH}"
+                "subrequest to {uri} refused: subrequests nest deeper than {max_depth} \
+                 (limits.max_subrequest_depth)"
             ));
         }
         if self.chain.iter().any(|(h, u)| **h == *host && **u == *uri) {
@@ -59,7 +59,9 @@ impl Lineage {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         if took.is_err() {
             return Err(format!(
-                "subrequest to {uri} refused: more than {MAX_PER_REQUEST} subrequests for one request"
+                "subrequest to {uri} refused: more than {} subrequests for one request \
+                 (limits.max_subrequests)",
+                limits.max_subrequests
             ));
         }
         let mut chain = self.chain.clone();
@@ -154,7 +156,8 @@ fn current_parent(
         )
     };
     let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
-    let lineage = lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri)));
+    let count = shared.config.limits.max_subrequests;
+    let lineage = lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri, count)));
     Ok(CoreParent {
         shared,
         peer,
@@ -173,7 +176,7 @@ impl SubrequestParent for CoreParent {
         if let Err(why) = check_target(uri, &host, &target) {
             return refused(400, format!("subrequest to {uri:?} refused: {why}"));
         }
-        let lineage = match self.lineage.child(&host, uri) {
+        let lineage = match self.lineage.child(&host, uri, &self.shared.config.limits) {
             Ok(lineage) => Arc::new(lineage),
             Err(message) => return refused(500, message),
         };
@@ -306,28 +309,25 @@ mod tests {
 
     #[test]
     fn depth_loops_and_count_are_limited() {
-        let root = Lineage::root("h", "/page");
-        assert!(root
-            .child("h", "/page")
+        let limits = Limits::default();
+        let root = Lineage::root("h", "/page", limits.max_subrequests);
+        let child = |l: &Lineage, uri: &str| l.child("h", uri, &limits);
+        assert!(child(&root, "/page")
             .unwrap_err()
             .contains("includes itself"));
         // The same URI on another host is not a loop.
-        assert!(root.child("other", "/page").is_ok());
-        let mut at = root.child("h", "/a").unwrap();
-        for d in 2..=MAX_DEPTH {
-            at = at.child("h", &format!("/d{d}")).unwrap();
+        assert!(root.child("other", "/page", &limits).is_ok());
+        let mut at = child(&root, "/a").unwrap();
+        for d in 2..=limits.max_subrequest_depth {
+            at = child(&at, &format!("/d{d}")).unwrap();
         }
-        assert!(at
-            .child("h", "/deeper")
-            .unwrap_err()
-            .contains("deeper than 8"));
-        let root = Lineage::root("h", "/page");
-        for i in 0..MAX_PER_REQUEST {
-            root.child("h", &format!("/f{i}")).unwrap();
+        let refused = child(&at, "/deeper").unwrap_err();
+        assert!(refused.contains("deeper than 8"), "{refused}");
+        let root = Lineage::root("h", "/page", limits.max_subrequests);
+        for i in 0..limits.max_subrequests {
+            child(&root, &format!("/f{i}")).unwrap();
         }
-        assert!(root
-            .child("h", "/one-more")
-            .unwrap_err()
-            .contains("more than 64"));
+        let refused = child(&root, "/one-more").unwrap_err();
+        assert!(refused.contains("more than 64"), "{refused}");
     }
 }

@@ -69,6 +69,12 @@ pub const STOCK: &[Stock] = &[
         filters: &["image"],
     },
     Stock {
+        library: "ssi",
+        module: "ssi",
+        handlers: &[],
+        filters: &["ssi"],
+    },
+    Stock {
         library: "templates",
         module: "templates",
         handlers: &[],

@@ -1,0 +1,179 @@
+//! `ssi`: server-side includes. A page's `<!--#include virtual="/uri" -->` directives become
+//! subrequests (run side by side, through their own routes and filters) and the page goes out
+//! as a composite body in document order; `set` and `echo` work on variables. Turned on for
+//! `.shtml` / `.shtm` paths, for every answer of the route with `"always": true`, or by the
+//! answer's `X-Osprey-SSI: on` (NXWEB's `X-NXWEB-SSI` too) header.
+//!
+//! ```json
+//! "filters": [{"type": "ssi", "error_marker": "<!--[ssi error]-->"}]
+//! ```
+
+mod page;
+mod parse;
+mod stream;
+mod vars;
+
+use osprey_sdk::abi_stable::std_types::RVec;
+use osprey_sdk::subrequest::Parent;
+use osprey_sdk::{
+    filter_box, parse_config, Body, ConfigError, Filter, FilterBox, HeaderPair, Module, Request,
+    Response,
+};
+use stream::SsiStream;
+use vars::Vars;
+
+struct SsiModule;
+
+impl Module for SsiModule {
+    const NAME: &'static str = "ssi";
+    const FILTERS: &'static [&'static str] = &["ssi"];
+
+    fn new(_config: &str) -> Result<Self, ConfigError> {
+        Ok(SsiModule)
+    }
+
+    fn new_filter(&self, _kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
+        Ok(filter_box(Ssi::new(config)?))
+    }
+}
+
+osprey_sdk::export_module!(SsiModule);
+
+fn default_marker() -> String {
+    "<!--[ssi error]-->".into()
+}
+
+fn default_max_size() -> u64 {
+    1 << 20
+}
+
+fn default_extensions() -> Vec<String> {
+    vec![".shtml".into(), ".shtm".into()]
+}
+
+/// The filter's keys in its `filters` entry.
+#[derive(serde::Deserialize)]
+struct Conf {
+    /// Process every 200 answer of the route, whatever its path.
+    #[serde(default)]
+    always: bool,
+    /// Path endings that turn processing on.
+    #[serde(default = "default_extensions")]
+    extensions: Vec<String>,
+    /// What a failed include or a broken directive becomes.
+    #[serde(default = "default_marker")]
+    error_marker: String,
+    /// Larger documents are sent unprocessed (with a warning).
+    #[serde(default = "default_max_size")]
+    max_size: u64,
+}
+
+pub struct Ssi {
+    always: bool,
+    extensions: Vec<String>,
+    marker: String,
+    max_size: u64,
+}
+
+/// Response headers that turn processing on (removed from the answer).
+const SWITCHES: [&str; 2] = ["X-Osprey-SSI", "X-NXWEB-SSI"];
+
+impl Ssi {
+    pub fn new(config: &str) -> Result<Ssi, ConfigError> {
+        let c: Conf = parse_config(config)?;
+        Ok(Ssi {
+            always: c.always,
+            extensions: c.extensions,
+            marker: c.error_marker,
+            max_size: c.max_size,
+        })
+    }
+
+    /// Known from the request alone: the route says so, or the path's ending does.
+    fn on_for_request(&self, req: &Request<'_>) -> bool {
+        self.always
+            || self
+                .extensions
+                .iter()
+                .any(|e| req.path.ends_with(e.as_str()))
+    }
+}
+
+impl Filter for Ssi {
+    /// The handler answers the whole page: a 304 or a range of the unprocessed file would
+    /// be wrong once the includes are in.
+    fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
+        if self.on_for_request(req) {
+            for name in ["If-None-Match", "If-Modified-Since", "Range", "If-Range"] {
+                set.push(HeaderPair {
+                    name: name.into(),
+                    value: "".into(),
+                });
+            }
+        }
+    }
+
+    fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
+        let switched = SWITCHES.iter().any(|h| {
+            resp.get_header(h)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("on"))
+        });
+        for h in SWITCHES {
+            resp.remove_header(h);
+        }
+        if resp.status != 200 || !(switched || self.on_for_request(req)) {
+            return;
+        }
+        if resp.get_header("Content-Encoding").is_some() {
+            return;
+        }
+        let (parent, vars) = (Parent::of(req), Vars::for_request(req));
+        let path = req.path.as_str();
+        if let Body::Stream(_) = resp.body {
+            let Body::Stream(source) = std::mem::replace(&mut resp.body, Body::Empty) else {
+                unreachable!()
+            };
+            let (path, marker) = (path.to_owned(), self.marker.clone());
+            resp.body_stream(SsiStream::new(
+                source,
+                self.max_size,
+                parent,
+                path,
+                vars,
+                marker,
+            ));
+        } else {
+            let doc = match document(&resp.body, self.max_size) {
+                Ok(doc) => doc,
+                Err(why) => {
+                    osprey_sdk::host::warn(&format!("ssi: {} sent unprocessed: {why}", req.uri));
+                    return;
+                }
+            };
+            resp.body_stream(page::assemble(&parent, path, vars, &doc, &self.marker));
+        }
+        // The page is no longer the document those describe.
+        for h in ["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"] {
+            resp.remove_header(h);
+        }
+    }
+}
+
+/// The document's bytes, if it is in memory or a file not larger than `max`.
+fn document(body: &Body, max: u64) -> Result<Vec<u8>, String> {
+    if let Some(bytes) = body.as_bytes() {
+        return Ok(bytes.to_vec());
+    }
+    match body {
+        Body::File(range) if range.len <= max => {
+            let mut doc = vec![0; range.len as usize];
+            range
+                .file
+                .read_exact_at(&mut doc, range.offset)
+                .map_err(|e| format!("reading it: {e}"))?;
+            Ok(doc)
+        }
+        Body::File(range) => Err(format!("{} bytes is over max_size ({max})", range.len)),
+        _ => Err("a body that is neither bytes nor a file".into()),
+    }
+}
