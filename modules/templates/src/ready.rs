@@ -58,3 +58,65 @@ pub fn read_body(body: Body, max: usize) -> Result<Vec<u8>, String> {
         Body::Upgrade(_) => Err("it is a tunnel".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use osprey_sdk::abi_stable::std_types::{RResult, RString, RVec};
+    use osprey_sdk::{BodyStream, FfiContext, Response};
+
+    use super::*;
+
+    /// A stream giving these polls in turn (`None`: pending), then its end.
+    struct Script(VecDeque<Option<Result<&'static str, &'static str>>>);
+
+    impl BodyStream for Script {
+        fn poll_chunk(
+            &mut self,
+            _cx: &mut FfiContext<'_>,
+        ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+            match self.0.pop_front() {
+                None => FfiPoll::Ready(ROption::RNone),
+                Some(None) => FfiPoll::Pending,
+                Some(Some(Ok(s))) => {
+                    FfiPoll::Ready(ROption::RSome(RResult::ROk(s.as_bytes().into())))
+                }
+                Some(Some(Err(e))) => FfiPoll::Ready(ROption::RSome(RResult::RErr(e.into()))),
+            }
+        }
+    }
+
+    fn stream(script: Vec<Option<Result<&'static str, &'static str>>>) -> Body {
+        let mut resp = Response::new();
+        resp.body_stream(Script(script.into()));
+        resp.body
+    }
+
+    #[test]
+    fn bodies_in_memory_and_ready_streams_are_read() {
+        assert_eq!(
+            read_body(Body::Bytes(b"abc".to_vec().into()), 3).unwrap(),
+            b"abc"
+        );
+        assert_eq!(read_body(Body::Empty, 0).unwrap(), b"");
+        let s = stream(vec![Some(Ok("ab")), Some(Ok("")), Some(Ok("c"))]);
+        assert_eq!(read_body(s, 10).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn late_failing_or_large_bodies_are_refused() {
+        let late = stream(vec![Some(Ok("a")), None]);
+        assert_eq!(
+            read_body(late, 10).unwrap_err(),
+            "its body was not ready at once"
+        );
+        let failing = stream(vec![Some(Err("gone"))]);
+        assert_eq!(read_body(failing, 10).unwrap_err(), "gone");
+        let large = stream(vec![Some(Ok("abcd")), Some(Ok("efgh"))]);
+        assert!(read_body(large, 5).unwrap_err().contains("max_size"));
+        assert!(read_body(Body::Bytes(b"abcdef".to_vec().into()), 5)
+            .unwrap_err()
+            .contains("max_size"));
+    }
+}
