@@ -104,29 +104,30 @@ pub fn parse(uri: &str, text: Vec<u8>) -> Result<Template, SyntaxError> {
     };
     let mut pos = 0;
     let mut text_start = 0;
-    let mut raw_from: Option<usize> = None;
+    let mut raw = false;
     while let Some(open) = find(&text, b"{%", pos) {
         let Some(close) = find(&text, b"%}", open + 2) else {
             break;
         };
-        let tag = Tag::read(&text[open + 2..close], open)?;
+        let inner = &text[open + 2..close];
+        let name = tag_name(inner);
         pos = close + 2;
-        if raw_from.is_some() {
-            if tag.name == "endraw" {
-                p.text(text_start..open);
-                text_start = pos;
-                raw_from = None;
-            } else {
-                pos = open + 2;
-            }
+        if raw && name != b"endraw" {
+            pos = open + 2; // text; a `%}` in it may close a later tag
             continue;
         }
-        if !Tag::KNOWN.contains(&tag.name) {
+        if !raw && !Tag::KNOWN.iter().any(|k| k.as_bytes() == name) {
             continue; // not ours: stays as text
         }
         p.text(text_start..open);
         text_start = pos;
-        p.apply(&tag, open, &mut raw_from)?;
+        if raw {
+            raw = false;
+            continue;
+        }
+        let tag = Tag::read(inner, open)?;
+        raw = tag.name == "raw";
+        p.apply(&tag, open)?;
     }
     p.text(text_start..text.len());
     if let Some(&(_, offset)) = p.stack.last() {
@@ -156,15 +157,10 @@ impl Parser<'_> {
     }
 
     /// Act on one of this syntax's tags, found at `offset` (the text before it is flushed).
-    fn apply(
-        &mut self,
-        tag: &Tag,
-        offset: usize,
-        raw_from: &mut Option<usize>,
-    ) -> Result<(), SyntaxError> {
+    fn apply(&mut self, tag: &Tag, offset: usize) -> Result<(), SyntaxError> {
         let err = |message: String| SyntaxError { offset, message };
         match tag.name {
-            "raw" => *raw_from = Some(offset),
+            "raw" => {} // the caller reads what follows as text
             "block" => {
                 let name = tag.one("block", "a name").map_err(err)?;
                 self.open_block(name, offset)?;
@@ -285,6 +281,16 @@ impl<'a> Tag<'a> {
             _ => Err(format!("{tag} takes {what}")),
         }
     }
+}
+
+/// The first word of a tag's inside.
+fn tag_name(inner: &[u8]) -> &[u8] {
+    let inner = inner.trim_ascii_start();
+    let end = inner
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(inner.len());
+    &inner[..end]
 }
 
 fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
