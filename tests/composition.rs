@@ -253,6 +253,10 @@ fn failing_fragments_mark_before_output_and_cut_after() {
     // Cut: no last chunk, so the client knows the page is incomplete.
     assert!(!raw.ends_with("0\r\n\r\n"), "{raw:?}");
     assert!(!raw.contains("b\r\n0\r\n"), "{raw:?}");
+    // HTTP/2: the stream is reset, so curl reports a failure.
+    let (ok, out) = curl(&["--http2-prior-knowledge", &srv.url("/after.shtml")]);
+    assert!(!ok, "{out}");
+    assert!(out.starts_with("a0123456789"), "{out}");
 }
 
 #[test]

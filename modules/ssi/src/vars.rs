@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use osprey_sdk::escape::url_component_into;
 use osprey_sdk::params::Params;
-use osprey_sdk::random::RequestId;
+use osprey_sdk::random::os_bytes;
 use osprey_sdk::Request;
 
 /// The request header that carries a page's variables to the documents it includes.
@@ -15,7 +15,11 @@ pub const INHERITED: &str = "X-Osprey-SSI-Vars";
 /// hand a page variables of its choosing (such as `REQUEST_URI`).
 fn secret() -> &'static str {
     static SECRET: OnceLock<String> = OnceLock::new();
-    SECRET.get_or_init(|| RequestId::new().as_str().to_owned())
+    SECRET.get_or_init(|| {
+        let mut bytes = [0u8; 16];
+        os_bytes(&mut bytes);
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })
 }
 
 /// Variables by name; a later entry of a name wins.
