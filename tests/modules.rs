@@ -146,6 +146,7 @@ const STOCK_TYPES: &[(&str, bool, &str)] = &[
     ("gzip", true, ""),
     ("file_cache", true, r#", "cache_dir": "c""#),
     ("image", true, r#", "cache_dir": "c", "dir": ".""#),
+    ("templates", true, ""),
     ("host_redirect", false, r#", "host": "www.example.com""#),
     ("cors", true, r#", "allow_hosts": ["example.com"]"#),
     ("headers", true, ""),

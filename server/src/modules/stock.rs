@@ -75,6 +75,12 @@ pub const STOCK: &[Stock] = &[
         filters: &["ssi"],
     },
     Stock {
+        library: "templates",
+        module: "templates",
+        handlers: &[],
+        filters: &["templates"],
+    },
+    Stock {
         library: "filters",
         module: "filters",
         handlers: &["host_redirect"],
