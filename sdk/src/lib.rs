@@ -27,6 +27,7 @@ pub mod random;
 pub mod request;
 pub mod request_body;
 pub mod response;
+pub mod tcp;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tunnel;

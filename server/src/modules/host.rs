@@ -37,6 +37,8 @@ pub fn host() -> HostRef {
             stats,
             counter,
             counter_add,
+            tcp_connect: super::tcp::tcp_connect,
+            spawn: super::tcp::spawn,
         }
         .leak_into_prefix()
     })
