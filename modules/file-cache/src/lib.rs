@@ -11,6 +11,7 @@ mod disk;
 mod entry;
 mod inflight;
 mod purge;
+mod serial;
 mod stats;
 mod store;
 mod tee;
