@@ -83,7 +83,10 @@ fn config(redis: &str) -> String {
     {{"prefix": "/frag/", "handler": "counter", "counter": "/frag/", "text": "fragment",
       "headers": {{"Cache-Control": "max-age=60"}},
       "filters": [{{"type": "file_cache", "zone": "frags",
-                    "store": {{"redis": "{redis}", "timeout": 0.2, "connect_timeout": 0.2}}}}]}}
+                    "store": {{"redis": "{redis}", "timeout": 0.2, "connect_timeout": 0.2}}}}]}},
+    {{"prefix": "/lang/", "handler": "counter", "counter": "/lang/", "text": "by language",
+      "headers": {{"Cache-Control": "max-age=60", "Vary": "X-Lang"}},
+      "filters": [{{"type": "file_cache", "zone": "frags", "store": {{"redis": "{redis}"}}}}]}}
   ]
 }}"#
     )
@@ -91,8 +94,18 @@ fn config(redis: &str) -> String {
 
 /// Origin requests this server made so far.
 fn origin_hits(srv: &Server) -> u64 {
-    let t = srv.get("/count?/frag/").text();
+    origin_hits_of(srv, "/frag/")
+}
+
+fn origin_hits_of(srv: &Server, route: &str) -> u64 {
+    let t = srv.get(&format!("/count?{route}")).text();
     t.split(' ').next().unwrap().parse().unwrap()
+}
+
+fn get_with(srv: &Server, path: &str, header: &str) -> Response {
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{header}\r\nConnection: close\r\n\r\n");
+    Response::parse(srv.raw(req.as_bytes()).as_bytes())
 }
 
 fn counter(srv: &Server, name: &str) -> u64 {
@@ -153,6 +166,31 @@ fn two_servers_fill_a_fragment_from_the_origin_once() {
     assert!(
         ttl > 86_400_000 && ttl <= 86_460_000,
         "freshness plus a day: {ttl}"
+    );
+}
+
+#[test]
+fn what_an_answer_varies_on_is_shared_with_the_entries() {
+    let redis = Redis::start();
+    let addr = format!("127.0.0.1:{}", redis.port);
+    let (a, b) = (Server::start(&config(&addr)), Server::start(&config(&addr)));
+    let en = get_with(&a, "/lang/x", "X-Lang: en").text();
+    assert_eq!(en, "hit 1\nby language");
+    // The variant's entry and the names it varies on.
+    eventually("the entry reaches Redis", || redis.keys() == 2);
+    // b has never seen /lang/x: it learns from Redis that it varies, then finds the variant.
+    assert_eq!(get_with(&b, "/lang/x", "X-Lang: en").text(), en);
+    assert_eq!(origin_hits_of(&b, "/lang/"), 0);
+    // Another language is another variant: from the origin.
+    assert_eq!(
+        get_with(&b, "/lang/x", "X-Lang: fr").text(),
+        "hit 1\nby language"
+    );
+    assert_eq!(origin_hits_of(&b, "/lang/"), 1);
+    assert_eq!(
+        get_with(&b, "/lang/x", "X-Lang: en").text(),
+        en,
+        "still the en variant"
     );
 }
 

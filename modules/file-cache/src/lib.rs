@@ -36,7 +36,6 @@ use inflight::{InFlight, Role};
 use remote::{Look, RemoteConf};
 use stats::Stats;
 use store::Store;
-use vary::Vary;
 
 struct FileCacheModule;
 
@@ -196,9 +195,6 @@ struct FileCache {
     max_stale: Option<u64>,
     lock_timeout: Duration,
     store: Arc<Store>,
-    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
-    /// passes are per key (all variants).
-    vary: Vary,
     in_flight: InFlight,
     /// Keys whose last origin answer was not cacheable: requests for them go straight to the
     /// origin for a while instead of queueing behind each other.
@@ -259,7 +255,6 @@ impl FileCache {
             max_stale: conf.max_stale,
             lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
             store,
-            vary: Vary::new(),
             in_flight: InFlight::default(),
             passes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -297,8 +292,11 @@ impl FileCache {
     /// Learn what a storable answer varies on; the key to store it under. The entry under
     /// the key the request was looked up with goes if that key is no longer right.
     fn learn_vary(&self, req: &Request<'_>, key: &str, looked_up: &str, resp: &Response) -> String {
-        self.vary.learn(key, resp);
-        let variant = self.vary.key(req, key);
+        let names = self.store.vary.learn(key, resp);
+        if let (Some(remote), false) = (self.store.remote(), names.is_empty()) {
+            remote.put_vary(key, &names);
+        }
+        let variant = self.store.vary.key(req, key);
         if variant != looked_up {
             self.store.forget(looked_up);
         }
@@ -327,7 +325,7 @@ impl Filter for FileCache {
             return Step::Continue;
         }
         let now = now_ms();
-        let variant = self.vary.key(req, key);
+        let variant = self.store.vary.key(req, key);
         let mut entry = self.store.lookup(&variant);
         let stats = &self.store.stats;
         let validate =
@@ -404,7 +402,7 @@ impl Filter for FileCache {
             .in_flight
             .get(key)
             .and_then(|f| f.stale.clone())
-            .or_else(|| self.store.in_memory(&self.vary.key(req, key)));
+            .or_else(|| self.store.in_memory(&self.store.vary.key(req, key)));
         let validator = |name: &str| {
             stale
                 .as_ref()
@@ -443,7 +441,7 @@ impl Filter for FileCache {
             None
         };
         let now = now_ms();
-        let variant = self.vary.key(req, key);
+        let variant = self.store.vary.key(req, key);
         let known = _done
             .as_ref()
             .and_then(|d| d.0.stale.clone())

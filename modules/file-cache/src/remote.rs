@@ -71,6 +71,10 @@ enum Write {
         ttl_ms: u64,
     },
     Del(String),
+    Vary {
+        key: String,
+        names: String,
+    },
 }
 
 /// What a request without a fresh local entry should do.
@@ -83,6 +87,7 @@ pub enum Look {
 
 /// One look-up of a key in Redis, shared by the requests for that key.
 struct Probe {
+    key: String,
     variant: String,
     state: Mutex<ProbeState>,
 }
@@ -191,6 +196,7 @@ impl Remote {
             });
         }
         let probe = Probe {
+            key: key.to_owned(),
             variant: variant.to_owned(),
             state: Mutex::default(),
         };
@@ -215,37 +221,59 @@ impl Remote {
         let this = self.clone();
         Some(Box::pin(async move {
             let finish = Finish(probe);
-            let variant = finish.0.variant.clone();
-            let found = this.fetch(&variant).await;
+            let (key, variant) = (finish.0.key.clone(), finish.0.variant.clone());
+            let found = this.fetch(&key, &variant).await;
             finish.0.finish(found);
         }))
     }
 
-    /// `GET` the entry of `variant` into memory; whether there was one.
-    async fn fetch(&self, variant: &str) -> bool {
-        let key = self.redis_key(variant);
-        let reply = self.redis.command(&[b"GET", &key]).await.and_then(bulk);
+    /// `GET` the entry of `variant` of `key` into memory; whether there was one. With it
+    /// comes what `key` varies on: news of that means the request's variant is another one
+    /// (the request looks again).
+    async fn fetch(&self, key: &str, variant: &str) -> bool {
+        let (entry_key, vary_key) = (self.redis_key(variant), self.vary_key(key));
+        let reply = self.redis.command(&[b"MGET", &entry_key, &vary_key]).await;
         let Some(store) = self.store.upgrade() else {
             return false;
         };
-        match reply {
-            Ok(None) => false,
-            Ok(Some(data)) => match serial::parse(&data, variant) {
-                Ok(e) => {
-                    store.stats.remote_hits.incr();
-                    store.remember(variant, Arc::new(e));
-                    true
-                }
-                Err(why) => {
-                    self.failed("GET", &format!("an unusable entry for {variant}: {why}"));
-                    false
-                }
-            },
+        let (entry, vary) = match reply.and_then(two_values) {
+            Ok(values) => values,
             Err(err) => {
-                self.failed("GET", &err);
+                self.failed("MGET", &err);
+                return false;
+            }
+        };
+        match entry.map(|data| serial::parse(&data, variant)) {
+            Some(Ok(e)) => {
+                store.stats.remote_hits.incr();
+                store.remember(variant, Arc::new(e));
+                true
+            }
+            Some(Err(why)) => {
+                self.failed("GET", &format!("an unusable entry for {variant}: {why}"));
+                false
+            }
+            None => {
+                if let Some(names) = vary.and_then(|v| String::from_utf8(v).ok()) {
+                    let names = names.split(',').map(str::to_owned).collect();
+                    store.vary.learn_names(key, names);
+                }
                 false
             }
         }
+    }
+
+    /// Where what `key` varies on is kept (out of the `host|...` keys purges scan).
+    fn vary_key(&self, key: &str) -> Vec<u8> {
+        format!("{}vary:{key}", self.prefix).into_bytes()
+    }
+
+    /// Tell the other servers that `key` varies on `names` (written behind).
+    pub fn put_vary(self: &Arc<Self>, key: &str, names: &[String]) {
+        self.queue(Write::Vary {
+            key: key.to_owned(),
+            names: names.join(","),
+        });
     }
 
     /// Store `e` under `key` (written behind).
@@ -308,6 +336,17 @@ impl Remote {
                     let ttl = ttl_ms.max(&1).to_string();
                     let args: [&[u8]; 5] =
                         [b"SET", &self.redis_key(key), data, b"PX", ttl.as_bytes()];
+                    ("SET", self.redis.command(&args).await.map(drop))
+                }
+                Write::Vary { key, names } => {
+                    let keep = self.keep_ms.max(1).to_string();
+                    let args: [&[u8]; 5] = [
+                        b"SET",
+                        &self.vary_key(key),
+                        names.as_bytes(),
+                        b"PX",
+                        keep.as_bytes(),
+                    ];
                     ("SET", self.redis.command(&args).await.map(drop))
                 }
                 Write::Del(key) => (
@@ -477,6 +516,17 @@ impl Future for Done {
             s.wakers.push(cx.waker().clone());
         }
         Poll::Pending
+    }
+}
+
+/// The two values of an `MGET` of two keys.
+fn two_values(reply: Reply) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), String> {
+    match reply {
+        Reply::Array(values) if values.len() == 2 => {
+            let mut values = values.into_iter().map(bulk);
+            Ok((values.next().unwrap()?, values.next().unwrap()?))
+        }
+        other => Err(format!("an unexpected MGET reply {other:?}")),
     }
 }
 

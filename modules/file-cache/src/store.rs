@@ -12,11 +12,15 @@ use crate::disk::{Disk, ReadError};
 use crate::entry::Entry;
 use crate::remote::{Remote, RemoteConf};
 use crate::stats::Stats;
+use crate::vary::Vary;
 
 pub struct Store {
     memory: moka::sync::Cache<String, Arc<Entry>>,
     disk: Option<Disk>,
     remote: Option<Arc<Remote>>,
+    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
+    /// passes are per key (all variants).
+    pub vary: Vary,
     pub stats: Stats,
 }
 
@@ -40,6 +44,7 @@ impl Store {
             memory,
             disk,
             remote: remote.map(|conf| Arc::new(Remote::new(conf, me.clone()))),
+            vary: Vary::new(),
             stats,
         })
     }
