@@ -519,8 +519,11 @@ impl Future for Done {
     }
 }
 
+/// A value read from Redis (`None`: no such key).
+type Value = Option<Vec<u8>>;
+
 /// The two values of an `MGET` of two keys.
-fn two_values(reply: Reply) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), String> {
+fn two_values(reply: Reply) -> Result<(Value, Value), String> {
     match reply {
         Reply::Array(values) if values.len() == 2 => {
             let mut values = values.into_iter().map(bulk);
