@@ -340,8 +340,8 @@ impl Filter for FileCache {
             if ask {
                 match remote.look(key, &variant) {
                     Look::Wait => return Step::Wait,
-                    Look::Asked { found: true } => entry = self.store.in_memory(&variant),
-                    Look::Asked { found: false } => {}
+                    Look::Asked { found: Some(e) } => entry = Some(e),
+                    Look::Asked { found: None } => {}
                 }
             }
         }

@@ -2,8 +2,8 @@
 //! servers fills each fragment from the origin once.
 //!
 //! - Look-ups: a request that finds no fresh entry locally asks Redis before the origin
-//!   (`Step::Wait` while the `GET` runs in the filter's `wait` future); an entry found goes
-//!   into memory and is served from there.
+//!   (`Step::Wait` while the `GET` runs in the filter's `wait` future); an entry found is
+//!   served, and kept in memory.
 //! - Writes go behind: `SET` with an expiry (freshness plus `keep`) and `DEL` are queued and
 //!   sent by one task on a network thread, so no request waits for them.
 //! - Purges: `SCAN` for the host's keys, then `DEL`, then `PUBLISH` of the purge on a channel
@@ -33,9 +33,10 @@ use crate::store::Store;
 
 /// After a failure, Redis is left alone this long.
 const RETRY_MS: u64 = 1000;
-/// A finished look-up answers for its key this long (the requests that waited for it, and
-/// those that come while the origin is asked).
-const PROBE_ANSWERS: Duration = Duration::from_secs(1);
+/// A finished look-up answers for its key this long: for the requests that waited for it
+/// (they ask again at once), and those that come while the origin is asked (they then wait
+/// for that fill). Later requests ask Redis again.
+const PROBE_ANSWERS: Duration = Duration::from_millis(100);
 /// Writes waiting for Redis; past it new ones are dropped (and counted as store errors).
 const MAX_QUEUED: usize = 1024;
 /// With nothing to read for this long, the subscription is checked with a `PING`.
@@ -81,8 +82,8 @@ enum Write {
 pub enum Look {
     /// Wait: Redis is being asked.
     Wait,
-    /// Redis was asked: an entry found is in memory now; else go on to the origin.
-    Asked { found: bool },
+    /// Redis was asked: the entry found, if any; else go on to the origin.
+    Asked { found: Option<Arc<Entry>> },
 }
 
 /// One look-up of a key in Redis, shared by the requests for that key.
@@ -95,12 +96,12 @@ struct Probe {
 #[derive(Default)]
 struct ProbeState {
     started: bool,
-    done: Option<(Instant, bool)>,
+    done: Option<(Instant, Option<Arc<Entry>>)>,
     wakers: Vec<Waker>,
 }
 
 impl Probe {
-    fn finish(&self, found: bool) {
+    fn finish(&self, found: Option<Arc<Entry>>) {
         let wakers = {
             let mut s = self.state.lock().unwrap();
             if s.done.is_some() {
@@ -119,7 +120,7 @@ struct Finish(Arc<Probe>);
 
 impl Drop for Finish {
     fn drop(&mut self) {
-        self.0.finish(false);
+        self.0.finish(None);
     }
 }
 
@@ -176,15 +177,17 @@ impl Remote {
     /// A request for `variant` of `key` found no fresh local entry.
     pub fn look(&self, key: &str, variant: &str) -> Look {
         if !self.up() {
-            return Look::Asked { found: false };
+            return Look::Asked { found: None };
         }
         let mut probes = self.probes.lock().unwrap();
         if let Some(p) = probes.get(key) {
             let s = p.state.lock().unwrap();
             match s.done {
                 None => return Look::Wait,
-                Some((at, found)) if p.variant == variant && at.elapsed() < PROBE_ANSWERS => {
-                    return Look::Asked { found };
+                Some((at, ref found)) if p.variant == variant && at.elapsed() < PROBE_ANSWERS => {
+                    return Look::Asked {
+                        found: found.clone(),
+                    };
                 }
                 Some(_) => {}
             }
@@ -192,7 +195,9 @@ impl Remote {
         if probes.len() >= 10_000 {
             probes.retain(|_, p| {
                 let s = p.state.lock().unwrap();
-                s.done.is_none_or(|(at, _)| at.elapsed() < PROBE_ANSWERS)
+                s.done
+                    .as_ref()
+                    .is_none_or(|(at, _)| at.elapsed() < PROBE_ANSWERS)
             });
         }
         let probe = Probe {
@@ -227,38 +232,37 @@ impl Remote {
         }))
     }
 
-    /// `GET` the entry of `variant` of `key` into memory; whether there was one. With it
+    /// `GET` the entry of `variant` of `key` (kept in memory too), if there is one. With it
     /// comes what `key` varies on: news of that means the request's variant is another one
     /// (the request looks again).
-    async fn fetch(&self, key: &str, variant: &str) -> bool {
+    async fn fetch(&self, key: &str, variant: &str) -> Option<Arc<Entry>> {
         let (entry_key, vary_key) = (self.redis_key(variant), self.vary_key(key));
         let reply = self.redis.command(&[b"MGET", &entry_key, &vary_key]).await;
-        let Some(store) = self.store.upgrade() else {
-            return false;
-        };
+        let store = self.store.upgrade()?;
         let (entry, vary) = match reply.and_then(two_values) {
             Ok(values) => values,
             Err(err) => {
                 self.failed("MGET", &err);
-                return false;
+                return None;
             }
         };
         match entry.map(|data| serial::parse(&data, variant)) {
             Some(Ok(e)) => {
                 store.stats.remote_hits.incr();
-                store.remember(variant, Arc::new(e));
-                true
+                let e = Arc::new(e);
+                store.remember(variant, e.clone());
+                Some(e)
             }
             Some(Err(why)) => {
                 self.failed("GET", &format!("an unusable entry for {variant}: {why}"));
-                false
+                None
             }
             None => {
                 if let Some(names) = vary.and_then(|v| String::from_utf8(v).ok()) {
                     let names = names.split(',').map(str::to_owned).collect();
                     store.vary.learn_names(key, names);
                 }
-                false
+                None
             }
         }
     }
