@@ -19,7 +19,10 @@ struct Redis {
 
 impl Redis {
     fn start() -> Redis {
-        let port = free_port();
+        Redis::start_on(free_port())
+    }
+
+    fn start_on(port: u16) -> Redis {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -260,6 +263,16 @@ fn requests_are_answered_when_redis_dies_mid_run() {
         text.starts_with("purged 1; the shared store was not purged"),
         "{text}"
     );
+
+    // Back (empty) on the same port: used again within a second or so, though requests kept
+    // coming while it was down.
+    let redis = Redis::start_on(redis.port);
+    let mut n = 0;
+    eventually("fills reach Redis again", || {
+        n += 1;
+        srv.get(&format!("/frag/back{n}"));
+        redis.keys() > 0
+    });
 }
 
 #[test]

@@ -296,15 +296,23 @@ impl Remote {
         self.queue(Write::Del(key.to_owned()));
     }
 
+    /// Writes that will not reach Redis: store errors, without a log line of their own (the
+    /// failure that caused them had one) and without putting off the next try.
+    fn dropped(&self, writes: u64) {
+        if let Some(store) = self.store.upgrade() {
+            store.stats.store_errors.add(writes);
+        }
+    }
+
     fn queue(self: &Arc<Self>, w: Write) {
         if !self.up() {
-            self.failed("write", "Redis is unavailable");
+            self.dropped(1);
             return;
         }
         let mut writes = self.writes.lock().unwrap();
         if writes.len() >= MAX_QUEUED {
             drop(writes);
-            self.failed("write", "too many writes waiting");
+            self.dropped(1);
             return;
         }
         writes.push_back(w);
@@ -364,9 +372,7 @@ impl Remote {
             if let Err(err) = result {
                 let dropped = std::mem::take(&mut *self.writes.lock().unwrap()).len();
                 self.failed(what, &err);
-                if let Some(store) = self.store.upgrade() {
-                    store.stats.store_errors.add(dropped as u64);
-                }
+                self.dropped(dropped as u64);
             }
         }
         self.writing.store(false, Ordering::Release);
