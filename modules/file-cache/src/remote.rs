@@ -39,6 +39,8 @@ const RETRY_MS: u64 = 1000;
 const PROBE_ANSWERS: Duration = Duration::from_millis(100);
 /// Writes waiting for Redis; past it new ones are dropped (and counted as store errors).
 const MAX_QUEUED: usize = 1024;
+/// Look-ups kept before finished ones are first swept out.
+const SWEEP_AT: usize = 1024;
 /// With nothing to read for this long, the subscription is checked with a `PING`.
 const SUBSCRIBER_IDLE: Duration = Duration::from_secs(30);
 
@@ -57,7 +59,7 @@ pub struct Remote {
     /// Distinguishes this server's purge messages from others'.
     instance: u64,
     down_until_ms: AtomicU64,
-    probes: Mutex<HashMap<String, Arc<Probe>>>,
+    probes: Mutex<Probes>,
     writes: Mutex<VecDeque<Write>>,
     writing: AtomicBool,
     subscribed: AtomicBool,
@@ -84,6 +86,12 @@ pub enum Look {
     Wait,
     /// Redis was asked: the entry found, if any; else go on to the origin.
     Asked { found: Option<Arc<Entry>> },
+}
+
+/// Look-ups by key: running, or finished and answering for `PROBE_ANSWERS`.
+struct Probes {
+    by_key: HashMap<String, Arc<Probe>>,
+    sweep_at: usize,
 }
 
 /// One look-up of a key in Redis, shared by the requests for that key.
@@ -133,7 +141,10 @@ impl Remote {
             store,
             instance: osprey_sdk::random::u64(),
             down_until_ms: AtomicU64::new(0),
-            probes: Mutex::new(HashMap::new()),
+            probes: Mutex::new(Probes {
+                by_key: HashMap::new(),
+                sweep_at: SWEEP_AT,
+            }),
             writes: Mutex::new(VecDeque::new()),
             writing: AtomicBool::new(false),
             subscribed: AtomicBool::new(false),
@@ -180,7 +191,7 @@ impl Remote {
             return Look::Asked { found: None };
         }
         let mut probes = self.probes.lock().unwrap();
-        if let Some(p) = probes.get(key) {
+        if let Some(p) = probes.by_key.get(key) {
             let s = p.state.lock().unwrap();
             match s.done {
                 None => return Look::Wait,
@@ -192,27 +203,30 @@ impl Remote {
                 Some(_) => {}
             }
         }
-        if probes.len() >= 10_000 {
-            probes.retain(|_, p| {
+        // Finished look-ups hold their entries: drop the old ones now and then (as often as
+        // the map doubles, so the sweeps cost O(1) per look-up).
+        if probes.by_key.len() >= probes.sweep_at {
+            probes.by_key.retain(|_, p| {
                 let s = p.state.lock().unwrap();
                 s.done
                     .as_ref()
                     .is_none_or(|(at, _)| at.elapsed() < PROBE_ANSWERS)
             });
+            probes.sweep_at = SWEEP_AT.max(probes.by_key.len() * 2);
         }
         let probe = Probe {
             key: key.to_owned(),
             variant: variant.to_owned(),
             state: Mutex::default(),
         };
-        probes.insert(key.to_owned(), Arc::new(probe));
+        probes.by_key.insert(key.to_owned(), Arc::new(probe));
         Look::Wait
     }
 
     /// For a request that `look` told to wait: the look-up of `key` (the first caller runs
     /// it), or `None` when there is none to wait for.
     pub fn wait(self: &Arc<Self>, key: &str) -> Option<Pin<Box<dyn Future<Output = ()>>>> {
-        let probe = self.probes.lock().unwrap().get(key).cloned()?;
+        let probe = self.probes.lock().unwrap().by_key.get(key).cloned()?;
         let run = {
             let mut s = probe.state.lock().unwrap();
             if s.done.is_some() {
