@@ -11,6 +11,7 @@ use async_ffi::LocalFfiFuture;
 
 use crate::request::Request;
 use crate::subrequest::{ParentBox, SubrequestError, SubrequestFuture, SubrequestTarget};
+use crate::tcp::ConnectFuture;
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
@@ -61,6 +62,14 @@ pub struct Host {
         parent_host: RStr<'_>,
         parent_uri: RStr<'_>,
     ) -> RResult<ParentBox, SubrequestError>,
+    /// Connect to `addr` (`host:port`) within `connect_ms`; reads and writes that wait longer
+    /// than `io_ms` fail (0: no limit). See [`crate::tcp`].
+    #[sabi(missing_field(option))]
+    pub tcp_connect: extern "C" fn(addr: RStr<'_>, connect_ms: u64, io_ms: u64) -> ConnectFuture,
+    /// Run a future to its end on the calling network thread, detached; `false` (the future
+    /// dropped unpolled) when the caller is not on a network thread. See [`spawn`].
+    #[sabi(missing_field(option))]
+    pub spawn: extern "C" fn(task: LocalFfiFuture<()>) -> bool,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -171,6 +180,18 @@ pub fn subrequest(parent: &Request<'_>, target: SubrequestTarget) -> SubrequestF
     }
 }
 
+/// Ask the host to connect (see [`TcpStream::connect`](crate::tcp::TcpStream::connect)).
+pub(crate) fn tcp_connect(addr: &str, connect_ms: u64, io_ms: u64) -> ConnectFuture {
+    // A host older than this SDK has no such field: its prefix table ends before it.
+    let connect = HOST.get().and_then(|(host, _)| host.tcp_connect());
+    match connect {
+        Some(connect) => connect(RStr::from_str(addr), connect_ms, io_ms),
+        None => LocalFfiFuture::new(async {
+            abi_stable::std_types::RResult::RErr("the host lends no TCP connections".into())
+        }),
+    }
+}
+
 /// The host's subrequest handle for `parent` (see [`Parent`](crate::subrequest::Parent)).
 pub fn subrequest_parent(parent: &Request<'_>) -> Result<ParentBox, SubrequestError> {
     match HOST.get() {
@@ -180,6 +201,15 @@ pub fn subrequest_parent(parent: &Request<'_>) -> Result<ParentBox, SubrequestEr
             message: "subrequests are not available (module not initialised)".into(),
         }),
     }
+}
+
+/// Run `task` to its end on this network thread, detached from the request that started it
+/// (a write-behind to a cache store, say). Returns `false` and drops the task when called off
+/// a network thread (in a `Worker` step, or before the server runs): keep the work queued and
+/// start it from the next call on a network thread.
+pub fn spawn(task: impl std::future::Future<Output = ()> + 'static) -> bool {
+    let spawn = HOST.get().and_then(|(host, _)| host.spawn());
+    spawn.is_some_and(|spawn| spawn(LocalFfiFuture::new(task)))
 }
 
 /// Log at [`Level::Error`].

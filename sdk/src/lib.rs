@@ -28,6 +28,7 @@ pub mod request;
 pub mod request_body;
 pub mod response;
 pub mod subrequest;
+pub mod tcp;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tunnel;

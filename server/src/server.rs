@@ -227,6 +227,7 @@ async fn network_thread(
     mut stop: watch::Receiver<bool>,
     registry: &'static Registry,
 ) {
+    crate::modules::tcp::on_network_thread();
     registry.lifecycle(Lifecycle::ThreadStart(index as u32));
     crate::conn::wait::set_stop_signal(stop.clone());
     let mut accepting = Vec::new();

@@ -1,5 +1,5 @@
-//! Entries on disk: one file per key, `<cache_dir>/<sha-256 of key>.cache`, holding a magic
-//! line, a JSON header line and the body. Written to a temporary file and renamed, so a crash
+//! Entries on disk: one file per key, `<cache_dir>/<sha-256 of key>.cache`, holding the
+//! entry as [`serial`] writes it (a magic line, a JSON header line and the body). Written to a temporary file and renamed, so a crash
 //! never leaves a half-written entry; read back only if the key and the body's CRC-32 match,
 //! so a corrupt file is discarded, never served.
 //!
@@ -15,26 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use sha2::{Digest, Sha256};
 
 use crate::entry::Entry;
+use crate::serial::{self, Head, MAGIC, MAX_HEAD};
 
-const MAGIC: &[u8] = b"OSPREY-FILE-CACHE 1\n";
-/// A header line longer than this is not a cache file's.
-const MAX_HEAD: u64 = 1 << 20;
 /// Hits served from memory mark their file used at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Head {
-    key: String,
-    headers: Vec<(String, String)>,
-    stored_ms: u64,
-    fresh_until_ms: u64,
-    len: u64,
-    crc: u32,
-}
 
 struct Indexed {
     bytes: u64,
@@ -135,7 +122,7 @@ impl Disk {
                 return Err(ReadError::Missing);
             }
         };
-        match parse(&data, key) {
+        match serial::parse(&data, key) {
             Ok(e) => {
                 let now = SystemTime::now();
                 set_used(&path, now);
@@ -154,20 +141,12 @@ impl Disk {
 
     pub fn write(&self, key: &str, e: &Entry) -> std::io::Result<()> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let head = Head {
-            key: key.to_owned(),
-            headers: e.headers.clone(),
-            stored_ms: e.stored_ms,
-            fresh_until_ms: e.fresh_until_ms,
-            len: e.body.len() as u64,
-            crc: crc32fast::hash(&e.body),
-        };
         let tmp = self.dir.join(format!(
             ".tmp-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        let result = write_file(&tmp, &head, &e.body)
+        let result = write_file(&tmp, &serial::encode(key, e))
             .and_then(|bytes| std::fs::rename(&tmp, self.path(key)).map(|_| bytes));
         match result {
             Ok(bytes) => {
@@ -273,48 +252,15 @@ fn read_head(path: &Path) -> Result<(Head, std::fs::Metadata), String> {
 }
 
 /// Writes the file; its size in bytes.
-fn write_file(path: &Path, head: &Head, body: &[u8]) -> std::io::Result<u64> {
-    let mut line = serde_json::to_vec(head)?;
-    line.push(b'\n');
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(MAGIC)?;
-    f.write_all(&line)?;
-    f.write_all(body)?;
-    Ok((MAGIC.len() + line.len() + body.len()) as u64)
-}
-
-fn parse(data: &[u8], key: &str) -> Result<Entry, String> {
-    let rest = data.strip_prefix(MAGIC).ok_or("not a cache file")?;
-    let nl = rest
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or("no header line")?;
-    let head: Head = serde_json::from_slice(&rest[..nl]).map_err(|e| format!("bad header: {e}"))?;
-    let body = &rest[nl + 1..];
-    if head.key != key {
-        return Err("stored for another key".into());
-    }
-    if body.len() as u64 != head.len {
-        return Err(format!(
-            "body is {} bytes, header says {}",
-            body.len(),
-            head.len
-        ));
-    }
-    if crc32fast::hash(body) != head.crc {
-        return Err("checksum mismatch".into());
-    }
-    Ok(Entry {
-        headers: head.headers,
-        body: RArc::new(RVec::from(body.to_vec())),
-        stored_ms: head.stored_ms,
-        fresh_until_ms: head.fresh_until_ms,
-    })
+fn write_file(path: &Path, data: &[u8]) -> std::io::Result<u64> {
+    std::fs::File::create(path)?.write_all(data)?;
+    Ok(data.len() as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 
     fn entry() -> Entry {
         Entry {

@@ -1,5 +1,5 @@
-//! `file_cache`: a filter that caches the responses of any handler in memory and optionally on
-//! disk, revalidates expired entries with the origin, serves a stale entry when the origin
+//! `file_cache`: a filter that caches the responses of any handler in memory, optionally on
+//! disk and optionally in Redis shared by a fleet of servers, revalidates expired entries with the origin, serves a stale entry when the origin
 //! fails (NXWEB's behaviour), and lets concurrent misses for one key share one origin request.
 //! The `cache_purge` handler removes entries from the caches of a zone.
 //!
@@ -11,6 +11,9 @@ mod disk;
 mod entry;
 mod inflight;
 mod purge;
+mod redis;
+mod remote;
+mod serial;
 mod stats;
 mod store;
 mod tee;
@@ -30,9 +33,9 @@ use osprey_sdk::{
 use disk::Disk;
 use entry::{client_wants_validation, now_ms, storable, Entry};
 use inflight::{InFlight, Role};
+use remote::{Look, RemoteConf};
 use stats::Stats;
 use store::Store;
-use vary::Vary;
 
 struct FileCacheModule;
 
@@ -98,6 +101,90 @@ struct Conf {
     /// to the origin itself.
     #[serde(default = "default_lock_timeout")]
     lock_timeout: f64,
+    /// A store shared with other servers, behind the memory (and disk) store.
+    store: Option<StoreConf>,
+}
+
+/// `"store": {"redis": "host:port", ...}`.
+#[derive(serde::Deserialize)]
+struct StoreConf {
+    /// The Redis server, `host:port`.
+    redis: String,
+    /// Put before each key in Redis (and the purge channel's name).
+    #[serde(default = "default_key_prefix")]
+    key_prefix: String,
+    /// Seconds to connect to Redis.
+    #[serde(default = "default_redis_timeout")]
+    connect_timeout: f64,
+    /// Seconds a command may wait on Redis (each read or write).
+    #[serde(default = "default_redis_timeout")]
+    timeout: f64,
+    /// Idle connections kept per network thread.
+    #[serde(default = "default_pool_size")]
+    pool_size: usize,
+    /// Seconds an entry stays in Redis past its freshness (for revalidation and serving
+    /// stale); default `max_stale`, else a day.
+    keep: Option<u64>,
+}
+
+fn default_key_prefix() -> String {
+    "osprey:".into()
+}
+
+fn default_redis_timeout() -> f64 {
+    0.25
+}
+
+fn default_pool_size() -> usize {
+    16
+}
+
+impl StoreConf {
+    /// Check the keys; the store's settings.
+    fn into_remote(self, json: &str, max_stale: Option<u64>) -> Result<RemoteConf, ConfigError> {
+        let port_ok = self.redis.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            return Err(ConfigError::at_key(
+                json,
+                "redis",
+                format!(
+                    "`redis` `{}` must be host:port (127.0.0.1:6379)",
+                    self.redis
+                ),
+            ));
+        }
+        let seconds = |key: &str, value: f64| {
+            if (0.001..=60.0).contains(&value) {
+                Ok(Duration::from_secs_f64(value))
+            } else {
+                Err(ConfigError::at_key(
+                    json,
+                    key,
+                    format!("`{key}` must be 0.001 to 60 seconds"),
+                ))
+            }
+        };
+        let connect = seconds("connect_timeout", self.connect_timeout)?;
+        let timeout = seconds("timeout", self.timeout)?;
+        if self.key_prefix.contains(['*', '?', '[', ']', '\\']) {
+            return Err(ConfigError::at_key(
+                json,
+                "key_prefix",
+                "`key_prefix` must not contain glob characters (* ? [ ] \\)",
+            ));
+        }
+        Ok(RemoteConf {
+            redis: redis::Redis::new(self.redis, connect, timeout, self.pool_size),
+            prefix: self.key_prefix,
+            keep_ms: self
+                .keep
+                .or(max_stale)
+                .unwrap_or(86_400)
+                .saturating_mul(1000),
+        })
+    }
 }
 
 struct FileCache {
@@ -108,9 +195,6 @@ struct FileCache {
     max_stale: Option<u64>,
     lock_timeout: Duration,
     store: Arc<Store>,
-    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
-    /// passes are per key (all variants).
-    vary: Vary,
     in_flight: InFlight,
     /// Keys whose last origin answer was not cacheable: requests for them go straight to the
     /// origin for a while instead of queueing behind each other.
@@ -157,7 +241,11 @@ impl FileCache {
             }
             None => None,
         };
-        let store = Arc::new(Store::new(conf.memory_cache_size, disk, stats));
+        let remote = match conf.store {
+            Some(store) => Some(store.into_remote(json, conf.max_stale)?),
+            None => None,
+        };
+        let store = Store::new(conf.memory_cache_size, disk, remote, stats);
         zones::register(conf.zone.as_deref(), &store);
         Ok(FileCache {
             ttl: conf.ttl,
@@ -167,7 +255,6 @@ impl FileCache {
             max_stale: conf.max_stale,
             lock_timeout: Duration::from_secs_f64(conf.lock_timeout),
             store,
-            vary: Vary::new(),
             in_flight: InFlight::default(),
             passes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -205,8 +292,11 @@ impl FileCache {
     /// Learn what a storable answer varies on; the key to store it under. The entry under
     /// the key the request was looked up with goes if that key is no longer right.
     fn learn_vary(&self, req: &Request<'_>, key: &str, looked_up: &str, resp: &Response) -> String {
-        self.vary.learn(key, resp);
-        let variant = self.vary.key(req, key);
+        let names = self.store.vary.learn(key, resp);
+        if let (Some(remote), false) = (self.store.remote(), names.is_empty()) {
+            remote.put_vary(key, &names);
+        }
+        let variant = self.store.vary.key(req, key);
         if variant != looked_up {
             self.store.forget(looked_up);
         }
@@ -235,12 +325,28 @@ impl Filter for FileCache {
             return Step::Continue;
         }
         let now = now_ms();
-        let entry = self.store.lookup(&self.vary.key(req, key));
+        let variant = self.store.vary.key(req, key);
+        let mut entry = self.store.lookup(&variant);
         let stats = &self.store.stats;
         let validate =
             |e: &Entry| !self.ignore_client_no_cache && client_wants_validation(req, e.age(now));
-        if let Some(e) = &entry {
-            if e.is_fresh(now) && !validate(e) {
+        let fresh = |e: &Option<Arc<Entry>>| e.as_ref().filter(|e| e.is_fresh(now)).cloned();
+        // Nothing fresh here: another server may have stored it in the shared store.
+        if let Some(remote) = self.store.remote() {
+            remote.kick();
+            let ask = fresh(&entry).is_none()
+                && req.method.as_str() == "GET"
+                && !self.passes.contains_key(key);
+            if ask {
+                match remote.look(key, &variant) {
+                    Look::Wait => return Step::Wait,
+                    Look::Asked { found: Some(e) } => entry = Some(e),
+                    Look::Asked { found: None } => {}
+                }
+            }
+        }
+        if let Some(e) = fresh(&entry) {
+            if !validate(&e) {
                 stats.hits.incr();
                 e.serve(req, resp, now, false);
                 return Step::Respond;
@@ -280,7 +386,10 @@ impl Filter for FileCache {
     }
 
     fn wait(&self, key: &str) -> WaitFuture {
-        WaitFuture::new(self.in_flight.wait(key))
+        match self.store.remote().and_then(|r| r.wait(key)) {
+            Some(look_up) => WaitFuture::new(look_up),
+            None => WaitFuture::new(self.in_flight.wait(key)),
+        }
     }
 
     /// The cache answers the client's conditionals itself, so the origin gets the cache's:
@@ -293,7 +402,7 @@ impl Filter for FileCache {
             .in_flight
             .get(key)
             .and_then(|f| f.stale.clone())
-            .or_else(|| self.store.in_memory(&self.vary.key(req, key)));
+            .or_else(|| self.store.in_memory(&self.store.vary.key(req, key)));
         let validator = |name: &str| {
             stale
                 .as_ref()
@@ -332,7 +441,7 @@ impl Filter for FileCache {
             None
         };
         let now = now_ms();
-        let variant = self.vary.key(req, key);
+        let variant = self.store.vary.key(req, key);
         let known = _done
             .as_ref()
             .and_then(|d| d.0.stale.clone())

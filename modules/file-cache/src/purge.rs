@@ -11,10 +11,13 @@
 //! The answer says how many entries went (`purged N`, or `{"purged": N}` when the client
 //! accepts JSON); 404 when none did.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osprey_sdk::{http, parse_config, ConfigError, Handler, Outcome, Request, Response};
+use osprey_sdk::{
+    host, http, parse_config, ConfigError, Handler, Outcome, Reply, Request, Response,
+};
 use subtle::ConstantTimeEq;
 
 use crate::zones;
@@ -114,35 +117,121 @@ impl Handler for Purge {
                 return Outcome::Done;
             }
         };
-        let purged: u64 = zones::find(self.zone.as_deref())
-            .iter()
-            .map(|store| store.purge(&|key| selector.matches(key)))
-            .sum();
         let json = req
             .header("accept")
             .is_some_and(|a| a.contains("application/json"));
-        resp.status(if purged > 0 { 200 } else { 404 });
-        resp.header("Cache-Control", "no-store");
-        if json {
-            resp.content_type("application/json")
-                .body(format!("{{\"purged\": {purged}}}\n"));
-        } else {
-            resp.text(format!("purged {purged}\n"));
+        let stores = zones::find(self.zone.as_deref());
+        let mut removed: HashSet<String> = HashSet::new();
+        for store in &stores {
+            removed.extend(store.purge(&|key| selector.matches(key)));
         }
-        Outcome::Done
+        let shared: Vec<_> = stores
+            .into_iter()
+            .filter_map(|s| s.remote().cloned().map(|r| (s.clone(), r)))
+            .collect();
+        if shared.is_empty() {
+            answer(resp, removed.len() as u64, json, None);
+            return Outcome::Done;
+        }
+        // Redis is purged too, and tells the other servers.
+        let mut resp = std::mem::take(resp);
+        Outcome::later(async move {
+            let mut failure = None;
+            for (store, remote) in shared {
+                match remote.purge(&selector).await {
+                    Ok(keys) => {
+                        let new = keys
+                            .into_iter()
+                            .filter(|k| removed.insert(k.clone()))
+                            .count();
+                        store.stats.purges.add(new as u64);
+                    }
+                    Err(err) => {
+                        store.stats.store_errors.incr();
+                        host::warn(&format!(
+                            "file_cache: cannot purge Redis at {}: {err}",
+                            remote.addr()
+                        ));
+                        failure = Some(err);
+                    }
+                }
+            }
+            answer(&mut resp, removed.len() as u64, json, failure);
+            Reply::Done(resp)
+        })
+    }
+}
+
+/// `purged N` (or `{"purged": N}`): 200, 404 when none went, 503 when Redis could not be
+/// purged (the entries of this server went nonetheless).
+fn answer(resp: &mut Response, purged: u64, json: bool, failure: Option<String>) {
+    let status = match (&failure, purged) {
+        (Some(_), _) => 503,
+        (None, 0) => 404,
+        (None, _) => 200,
+    };
+    resp.status(status);
+    resp.header("Cache-Control", "no-store");
+    if json {
+        let body = match failure {
+            Some(err) => {
+                serde_json::json!({"purged": purged, "shared_store_error": err}).to_string()
+            }
+            None => format!("{{\"purged\": {purged}}}"),
+        };
+        resp.content_type("application/json").body(body + "\n");
+    } else {
+        let body = match failure {
+            Some(err) => format!("purged {purged}; the shared store was not purged: {err}\n"),
+            None => format!("purged {purged}\n"),
+        };
+        resp.text(body);
     }
 }
 
 /// Which entries a purge removes, by the parts of their keys (`host|scheme|uri[|variant]`).
-#[derive(Debug)]
+/// Sent to the other servers of a shared store as JSON.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Selector {
-    Uri { host: String, uri: String },
+    Uri {
+        host: String,
+        uri: String,
+    },
     Host(String),
-    Prefix { host: String, prefix: String },
-    Pattern { host: String, glob: glob::Pattern },
+    Prefix {
+        host: String,
+        prefix: String,
+    },
+    Pattern {
+        host: String,
+        #[serde(with = "glob_text")]
+        glob: glob::Pattern,
+    },
+}
+
+/// A glob travels as its text.
+mod glob_text {
+    pub fn serialize<S: serde::Serializer>(g: &glob::Pattern, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(g.as_str())
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<glob::Pattern, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        glob::Pattern::new(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 impl Selector {
+    /// The host whose entries it selects.
+    pub fn host(&self) -> &str {
+        match self {
+            Selector::Uri { host, .. }
+            | Selector::Host(host)
+            | Selector::Prefix { host, .. }
+            | Selector::Pattern { host, .. } => host,
+        }
+    }
+
     pub fn from_request(req: &Request<'_>) -> Result<Selector, String> {
         let named_host = req.header("x-purge-host").map(str::to_ascii_lowercase);
         let host = named_host

@@ -14,7 +14,9 @@ pub struct Stats {
     pub revalidations: Counter,
     /// Entries removed by the purge handler.
     pub purges: Counter,
-    /// Disk writes that failed and corrupt files found.
+    /// Fresh hits found in the shared store (Redis) rather than locally.
+    pub remote_hits: Counter,
+    /// Disk writes that failed, corrupt files found, and failed Redis commands.
     pub store_errors: Counter,
 }
 
@@ -31,6 +33,7 @@ impl Stats {
             stale: c("stale"),
             revalidations: c("revalidations"),
             purges: c("purges"),
+            remote_hits: c("remote_hits"),
             store_errors: c("store_errors"),
         }
     }

@@ -1,24 +1,36 @@
-//! One cache's entries: in memory (size-bounded moka) and optionally on disk, with its
-//! counters. Shared by its filter, the streams that store bodies at their end, and the purge
-//! handler (through the zone registry).
+//! One cache's entries: in memory (size-bounded moka), optionally on disk, and optionally in
+//! Redis shared with other servers (see [`crate::remote`]), with its counters. Shared by its
+//! filter, the streams that store bodies at their end, and the purge handler (through the
+//! zone registry).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use osprey_sdk::host;
 
 use crate::disk::{Disk, ReadError};
 use crate::entry::Entry;
+use crate::remote::{Remote, RemoteConf};
 use crate::stats::Stats;
+use crate::vary::Vary;
 
 pub struct Store {
     memory: moka::sync::Cache<String, Arc<Entry>>,
     disk: Option<Disk>,
+    remote: Option<Arc<Remote>>,
+    /// What each key's answers vary on. Entries are stored per variant; fills in flight and
+    /// passes are per key (all variants).
+    pub vary: Vary,
     pub stats: Stats,
 }
 
 impl Store {
-    pub fn new(memory_size: u64, disk: Option<Disk>, stats: Stats) -> Store {
+    pub fn new(
+        memory_size: u64,
+        disk: Option<Disk>,
+        remote: Option<RemoteConf>,
+        stats: Stats,
+    ) -> Arc<Store> {
         let memory = moka::sync::Cache::builder()
             .max_capacity(memory_size)
             .weigher(|k: &String, e: &Arc<Entry>| {
@@ -28,11 +40,23 @@ impl Store {
                     .unwrap_or(u32::MAX)
             })
             .build();
-        Store {
+        Arc::new_cyclic(|me: &Weak<Store>| Store {
             memory,
             disk,
+            remote: remote.map(|conf| Arc::new(Remote::new(conf, me.clone()))),
+            vary: Vary::new(),
             stats,
-        }
+        })
+    }
+
+    /// The shared store (Redis), if the cache has one.
+    pub fn remote(&self) -> Option<&Arc<Remote>> {
+        self.remote.as_ref()
+    }
+
+    /// Keep `e`, found in the shared store, in memory.
+    pub fn remember(&self, key: &str, e: Arc<Entry>) {
+        self.memory.insert(key.to_owned(), e);
     }
 
     pub fn has_disk(&self) -> bool {
@@ -76,19 +100,29 @@ impl Store {
                 ));
             }
         }
+        if let Some(remote) = &self.remote {
+            remote.put(key, &e);
+        }
         self.memory.insert(key.to_owned(), e);
     }
 
-    /// Remove `key`; whether it was there.
+    /// Remove `key`, here and in the shared store; whether it was here.
     pub fn forget(&self, key: &str) -> bool {
+        if let Some(remote) = &self.remote {
+            remote.forget(key);
+        }
+        self.forget_local(key)
+    }
+
+    fn forget_local(&self, key: &str) -> bool {
         let in_memory = self.memory.remove(key).is_some();
         let on_disk = self.disk.as_ref().is_some_and(|d| d.remove(key));
         in_memory || on_disk
     }
 
-    /// Remove every entry whose key `matches`; how many went (an entry both in memory and
-    /// on disk counts once).
-    pub fn purge(&self, matches: &dyn Fn(&str) -> bool) -> u64 {
+    /// Remove every entry of this server whose key `matches` (the purge handler purges the
+    /// shared store itself); the keys that went.
+    pub fn purge(&self, matches: &dyn Fn(&str) -> bool) -> HashSet<String> {
         let mut keys: HashSet<String> = self
             .memory
             .iter()
@@ -98,8 +132,8 @@ impl Store {
         if let Some(disk) = &self.disk {
             keys.extend(disk.keys().into_iter().filter(|k| matches(k)));
         }
-        let gone = keys.iter().filter(|k| self.forget(k)).count() as u64;
-        self.stats.purges.add(gone);
-        gone
+        keys.retain(|k| self.forget_local(k));
+        self.stats.purges.add(keys.len() as u64);
+        keys
     }
 }

@@ -1,7 +1,8 @@
 //! `Vary` (RFC 9111 §4.1): an answer that varies on request headers is stored per variant,
 //! under the route's key plus the values of those headers in the request. What a key varies
 //! on is learnt from the origin's answers and kept in memory (after a restart the first
-//! request of a key goes to the origin to learn it again). `Accept-Encoding` is left to the
+//! request of a key goes to the origin to learn it again, or to the shared store, which keeps
+//! the names beside the entries). `Accept-Encoding` is left to the
 //! gzip filter, which keys its variants itself.
 
 use std::sync::Arc;
@@ -28,13 +29,26 @@ impl Vary {
         }
     }
 
-    /// Remember what the origin's answer for `key` varies on.
-    pub fn learn(&self, key: &str, resp: &Response) {
+    /// Remember what the origin's answer for `key` varies on; the names (none: it does not
+    /// vary).
+    pub fn learn(&self, key: &str, resp: &Response) -> Vec<String> {
         let names = listed(resp);
+        self.learn_names(key, names.clone());
+        names
+    }
+
+    /// Remember that `key` varies on `names` (as another server learnt it); whether that
+    /// is news.
+    pub fn learn_names(&self, key: &str, names: Vec<String>) -> bool {
         if names.is_empty() {
+            let known = self.on.contains_key(key);
             self.on.invalidate(key);
+            known
         } else if self.on.get(key).is_none_or(|known| *known != names) {
             self.on.insert(key.to_owned(), Arc::new(names));
+            true
+        } else {
+            false
         }
     }
 }

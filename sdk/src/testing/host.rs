@@ -55,10 +55,27 @@ pub fn install() {
             counter_add,
             subrequest,
             subrequest_parent,
+            tcp_connect,
+            spawn,
         }
         .leak_into_prefix();
         crate::host::install(host, "test");
     });
+}
+
+/// No network in unit tests: connecting fails, saying so.
+extern "C" fn tcp_connect(
+    addr: RStr<'_>,
+    _connect_ms: u64,
+    _io_ms: u64,
+) -> crate::tcp::ConnectFuture {
+    let message = format!("cannot connect to {addr}: the test host lends no TCP connections");
+    LocalFfiFuture::new(async move { RResult::RErr(message.into()) })
+}
+
+/// No network thread in unit tests: tasks are not run.
+extern "C" fn spawn(_task: LocalFfiFuture<()>) -> bool {
+    false
 }
 
 /// Forget this thread's logs, counters, backends and upstream script.

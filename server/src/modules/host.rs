@@ -39,6 +39,8 @@ pub fn host() -> HostRef {
             counter_add,
             subrequest: crate::dispatch::subrequest::host_subrequest,
             subrequest_parent: crate::dispatch::subrequest::host_subrequest_parent,
+            tcp_connect: super::tcp::tcp_connect,
+            spawn: super::tcp::spawn,
         }
         .leak_into_prefix()
     })

@@ -5,6 +5,7 @@ mod host;
 mod loader;
 mod registry;
 mod stock;
+pub mod tcp;
 
 pub use loader::{load_library, resolve_library};
 pub use registry::Registry;
