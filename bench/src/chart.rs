@@ -1,93 +1,173 @@
-//! A PNG chart of the results: osprey/nginx ratios per scenario, with the 1.0 line.
+//! The chart, an SVG written by hand: one group per family (HTTP/1.1, h2, files, proxy, idle
+//! memory), one row per scenario, horizontal bars per server side by side — req/s on the left,
+//! server CPU per request on the right. Each row is scaled to its own largest value (the
+//! scenarios differ by orders of magnitude) and every bar carries its value at its end; the
+//! legend and the names sit outside the bars.
 
-use std::path::Path;
+use std::fmt::Write;
 
-use plotters::prelude::*;
+use crate::report::{group, Report, Samples};
+use crate::servers::Kind;
 
-use crate::report::Report;
+const SERVERS: [(Kind, &str); 3] = [
+    (Kind::Osprey, "#1f77b4"),
+    (Kind::Nginx, "#2ca02c"),
+    (Kind::H2o, "#ff7f0e"),
+];
+const NAMES: f64 = 230.0;
+const PANEL: f64 = 420.0;
+/// Room after the longest bar for its value.
+const VALUE: f64 = 80.0;
+const BAR: f64 = 11.0;
+const WIDTH: f64 = NAMES + 2.0 * PANEL + 20.0;
 
-const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+/// One row: a name and, per server present, the two values with their labels.
+struct Row {
+    name: String,
+    bars: Vec<(Kind, f64, String, f64, String)>,
+}
 
-pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
-    let font = std::fs::read(FONT)
-        .map_err(|e| format!("{FONT}: {e} (apt-get install fonts-dejavu-core)"))?;
-    let font: &'static [u8] = Box::leak(font.into_boxed_slice());
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
-        .map_err(|_| "cannot load the chart font".to_string())?;
-    let n = report.scenarios.len().max(1);
-    let top = report
-        .scenarios
-        .iter()
-        .flat_map(|s| [s.ratio(), 1.0 / s.cpu_ratio().max(1e-9)])
-        .fold(1.5f64, f64::max)
-        * 1.15;
-    let root = BitMapBackend::new(path, (1200, 700)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Osprey / nginx (same machine, server on one core)",
-            ("sans-serif", 26),
-        )
-        .margin(20)
-        .x_label_area_size(150)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..top)
-        .map_err(|e| e.to_string())?;
-    let names: Vec<String> = report.scenarios.iter().map(|s| s.name.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - i as f64 - 0.5).abs() < 0.01 {
-                names.get(i).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .x_label_style(
-            ("sans-serif", 14)
-                .into_font()
-                .transform(FontTransform::Rotate90),
-        )
-        .y_desc("ratio to nginx (higher is better)")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    let throughput = RGBColor(31, 119, 180);
-    let efficiency = RGBColor(255, 127, 14);
-    chart
-        .draw_series(report.scenarios.iter().enumerate().map(|(i, s)| {
-            let x = i as f64;
-            Rectangle::new([(x + 0.1, 0.0), (x + 0.48, s.ratio())], throughput.filled())
-        }))
-        .map_err(|e| e.to_string())?
-        .label("req/s ratio")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], throughput.filled()));
-    chart
-        .draw_series(report.scenarios.iter().enumerate().map(|(i, s)| {
-            let x = i as f64;
-            Rectangle::new(
-                [(x + 0.52, 0.0), (x + 0.9, 1.0 / s.cpu_ratio().max(1e-9))],
-                efficiency.filled(),
-            )
-        }))
-        .map_err(|e| e.to_string())?
-        .label("CPU efficiency ratio (nginx CPU/req ÷ osprey CPU/req)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], efficiency.filled()));
-    chart
-        .draw_series(LineSeries::new(
-            [(0.0, 1.0), (n as f64, 1.0)],
-            BLACK.stroke_width(2),
-        ))
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 16))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())?;
-    Ok(())
+pub fn svg(report: &Report) -> String {
+    let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
+    for s in &report.scenarios {
+        let row = Row {
+            name: s.name.clone(),
+            bars: SERVERS
+                .iter()
+                .filter_map(|(k, _)| s.servers.get(k).map(|x| bars(*k, x)))
+                .collect(),
+        };
+        match groups.last_mut() {
+            Some((family, rows)) if family == s.family => rows.push(row),
+            _ => groups.push((s.family.to_owned(), vec![row])),
+        }
+    }
+    let mut body = String::new();
+    let mut y = 100.0;
+    for (family, rows) in &groups {
+        heading(&mut body, y, family);
+        y += 10.0;
+        for row in rows {
+            y = draw_row(&mut body, y, row, true);
+        }
+        y += 14.0;
+    }
+    if let Some(idle) = &report.idle {
+        heading(
+            &mut body,
+            y,
+            "idle memory: RSS bytes per keep-alive connection (shorter is better)",
+        );
+        y += 10.0;
+        let row = Row {
+            name: format!("{} connections", group(idle.connections as f64)),
+            bars: idle
+                .bytes_per_conn
+                .iter()
+                .map(|(k, b)| (*k, *b, format!("{b:.0} B"), 0.0, String::new()))
+                .collect(),
+        };
+        y = draw_row(&mut body, y, &row, false) + 14.0;
+    }
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="24" font-size="17" font-weight="bold">Osprey, nginx and h2o: one server core, the load generator on another</text>
+<text x="10" y="44" fill="#555">{} · commit {} · median of {} rounds x {} s · each row scaled to its largest value</text>
+"##,
+        escape(&report.date),
+        escape(&report.commit),
+        report.rounds,
+        report.seconds
+    );
+    // The legend, above the plot.
+    let mut x = 10.0;
+    for (kind, color) in SERVERS {
+        let _ = writeln!(
+            out,
+            r#"<rect x="{x}" y="56" width="12" height="12" fill="{color}"/><text x="{}" y="67">{}</text>"#,
+            x + 16.0,
+            kind.name()
+        );
+        x += 90.0;
+    }
+    for (i, title) in [
+        "requests per second (longer is better)",
+        "server CPU µs per request (shorter is better)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="88" font-weight="bold">{title}</text>"#,
+            NAMES + i as f64 * PANEL
+        );
+    }
+    out.push_str(&body);
+    out.push_str("</svg>\n");
+    out
+}
+
+fn bars(kind: Kind, s: &Samples) -> (Kind, f64, String, f64, String) {
+    let (rps, cpu) = (s.median_rps(), s.median_cpu());
+    (kind, rps, group(rps), cpu, format!("{cpu:.1} µs"))
+}
+
+fn heading(out: &mut String, y: f64, text: &str) {
+    let _ = write!(
+        out,
+        r##"<text x="10" y="{}" font-weight="bold" font-size="14">{}</text>
+<line x1="10" y1="{}" x2="{}" y2="{}" stroke="#ccc"/>
+"##,
+        y + 8.0,
+        escape(text),
+        y + 12.0,
+        WIDTH - 10.0,
+        y + 12.0
+    );
+}
+
+/// Draw a row's bars from `y`; returns where the next row starts.
+fn draw_row(out: &mut String, y: f64, row: &Row, cpu_panel: bool) -> f64 {
+    let top = y + 8.0;
+    let height = row.bars.len() as f64 * (BAR + 2.0);
+    let _ = writeln!(
+        out,
+        r#"<text x="20" y="{}">{}</text>"#,
+        top + height / 2.0 + 4.0,
+        escape(&row.name)
+    );
+    let max_left = row.bars.iter().map(|b| b.1).fold(1e-9, f64::max);
+    let max_right = row.bars.iter().map(|b| b.3).fold(1e-9, f64::max);
+    for (i, (kind, left, left_label, right, right_label)) in row.bars.iter().enumerate() {
+        let color = SERVERS
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or("#777", |c| c.1);
+        let by = top + i as f64 * (BAR + 2.0);
+        let mut panels = vec![(NAMES, *left / max_left, left_label)];
+        if cpu_panel {
+            panels.push((NAMES + PANEL, *right / max_right, right_label));
+        }
+        for (x0, share, label) in panels {
+            let w = (PANEL - VALUE - 10.0) * share;
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x0}" y="{by}" width="{w:.1}" height="{BAR}" fill="{color}"/><text x="{:.1}" y="{}" font-size="10">{}</text>"#,
+                x0 + w + 4.0,
+                by + BAR - 2.0,
+                escape(label)
+            );
+        }
+    }
+    top + height + 4.0
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -1,20 +1,26 @@
-//! `osprey-bench`: Osprey and nginx side by side on one machine. Both servers run pinned to
-//! one CPU, wrk to another; scenarios are interleaved over several rounds; the table, a JSON
-//! file and a PNG chart report medians, ratios to nginx, p99 latency and CPU per request.
+//! `osprey-bench`: Osprey, nginx and (when installed) h2o side by side on one machine. The
+//! servers run pinned to one CPU, the load generator (wrk or h2load, one thread) to another;
+//! scenarios are interleaved over several rounds; the table, a JSON file and an SVG chart
+//! report medians, ratios to each peer, p99 latency and server CPU per request.
 
 mod chart;
+mod docs;
 mod idle;
+mod load;
 mod report;
+mod scenarios;
 mod servers;
-mod wrk;
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
 
 use clap::Parser;
 
+use load::LoadRun;
 use report::{IdleResult, Report, Samples, ScenarioResult};
+use scenarios::{Scenario, Transport, SCENARIOS};
 use servers::{Kind, Running, Setup};
 
 #[derive(Parser, Debug)]
@@ -23,22 +29,28 @@ struct Cli {
     /// The osprey binary (built in release mode by bench/run).
     #[arg(long)]
     osprey: PathBuf,
-    /// Where to write results.json and results.png.
+    /// Where to write results.json and results.svg.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
     /// Rounds per scenario (the median is reported).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Seconds per wrk run.
-    #[arg(long, default_value_t = 5)]
+    /// Seconds per load run.
+    #[arg(long, default_value_t = 3)]
     seconds: u32,
     /// Idle keep-alive connections for the memory scenario.
     #[arg(long, default_value_t = 10_000)]
     idle: usize,
-    /// Only scenarios whose name contains this.
+    /// Only scenarios whose family and name contain this ("idle": only the memory one).
     #[arg(long)]
     only: Option<String>,
-    /// A fast check that everything runs: 1 round of 1 s, small loads, no targets enforced.
+    /// Leave h2o out even when it is installed.
+    #[arg(long)]
+    no_h2o: bool,
+    /// Replace the table of this Markdown file's last full run (not in smoke or --only runs).
+    #[arg(long)]
+    docs: Option<PathBuf>,
+    /// A fast check that everything runs: one scenario per kind, 1 round of 1 s, small loads.
     #[arg(long)]
     smoke: bool,
     #[arg(long, default_value_t = 0)]
@@ -46,71 +58,6 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     client_cpu: usize,
 }
-
-struct Scenario {
-    name: &'static str,
-    path: &'static str,
-    connections: u32,
-    keep_alive: bool,
-    target_ratio: Option<f64>,
-    target_cpu_ratio: Option<f64>,
-}
-
-const fn scenario(
-    name: &'static str,
-    path: &'static str,
-    connections: u32,
-    keep_alive: bool,
-    target: f64,
-) -> Scenario {
-    Scenario {
-        name,
-        path,
-        connections,
-        keep_alive,
-        target_ratio: Some(target),
-        target_cpu_ratio: None,
-    }
-}
-
-/// NXWEB's table, with the targets of issue 9.
-const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        target_cpu_ratio: Some(0.75),
-        ..scenario("hello ka c100", "/benchmark-inprocess", 100, true, 1.3)
-    },
-    Scenario {
-        target_cpu_ratio: Some(0.75),
-        ..scenario("hello ka c1000", "/benchmark-inprocess", 1000, true, 1.3)
-    },
-    scenario("hello close c100", "/benchmark-inprocess", 100, false, 1.1),
-    scenario(
-        "hello close c1000",
-        "/benchmark-inprocess",
-        1000,
-        false,
-        1.1,
-    ),
-    Scenario {
-        target_ratio: None,
-        ..scenario("inworker ka c100", "/benchmark-inworker", 100, true, 0.0)
-    },
-    scenario("2.3k ka c400", "/f2k.html", 400, true, 1.3),
-    Scenario {
-        target_ratio: None,
-        ..scenario("2.3k close c400", "/f2k.html", 400, false, 0.0)
-    },
-    scenario("100k ka c400", "/f100k.bin", 400, true, 1.1),
-    Scenario {
-        target_ratio: None,
-        ..scenario("100k close c400", "/f100k.bin", 400, false, 0.0)
-    },
-    scenario("2.1m ka c400", "/f2m.bin", 400, true, 1.0),
-    Scenario {
-        target_ratio: None,
-        ..scenario("2.1m close c400", "/f2m.bin", 400, false, 0.0)
-    },
-];
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -134,87 +81,38 @@ fn run(mut cli: Cli) -> Result<bool, String> {
     idle::raise_fd_limit(cli.idle as u64 * 2 + 4096);
     std::fs::create_dir_all(&cli.out).map_err(|e| format!("{}: {e}", cli.out.display()))?;
     let work = std::env::temp_dir().join(format!("osprey-bench-{}", std::process::id()));
+    let result = run_in(&cli, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+fn run_in(cli: &Cli, work: &Path) -> Result<bool, String> {
     let www = work.join("www");
     std::fs::create_dir_all(&www).map_err(|e| e.to_string())?;
     write_files(&www)?;
+    let (cert, key) = servers::make_certificate(work)?;
     let setup = Setup {
         osprey: std::fs::canonicalize(&cli.osprey)
             .map_err(|e| format!("{}: {e}", cli.osprey.display()))?,
-        work: work.clone(),
+        work: work.to_owned(),
         www,
+        cert,
+        key,
+        upstream_port: servers::free_port(),
         cpu: cli.server_cpu,
     };
-    let osprey = setup.start(Kind::Osprey, free_port())?;
-    let nginx = setup.start(Kind::Nginx, free_port())?;
-    let scenarios: Vec<&Scenario> = SCENARIOS
-        .iter()
-        .filter(|s| cli.only.as_deref().is_none_or(|o| s.name.contains(o)))
-        .collect();
-    let mut results: Vec<ScenarioResult> = scenarios
-        .iter()
-        .map(|s| ScenarioResult {
-            name: s.name.to_owned(),
-            osprey: Samples::default(),
-            nginx: Samples::default(),
-            target_ratio: s.target_ratio,
-            target_cpu_ratio: s.target_cpu_ratio,
-        })
-        .collect();
-    let total = cli.rounds * scenarios.len() * 2;
-    let mut done = 0;
-    for round in 0..cli.rounds {
-        for (i, s) in scenarios.iter().enumerate() {
-            // Alternate which server goes first, so neither always runs on a warmer machine.
-            let order: [&Running; 2] = if (round + i) % 2 == 0 {
-                [&osprey, &nginx]
-            } else {
-                [&nginx, &osprey]
-            };
-            for server in order {
-                done += 1;
-                progress(&format!(
-                    "[{done}/{total}] round {} {} {}",
-                    round + 1,
-                    s.name,
-                    server.kind.name()
-                ));
-                let (result, cpu) = measure(server, s, &cli)?;
-                let samples = match server.kind {
-                    Kind::Osprey => &mut results[i].osprey,
-                    Kind::Nginx => &mut results[i].nginx,
-                };
-                samples.cpu_us_per_request.push(cpu);
-                samples.rounds.push(result);
-            }
-        }
+    let mut kinds = vec![Kind::Osprey, Kind::Nginx];
+    if !cli.no_h2o && servers::h2o_installed() {
+        kinds.push(Kind::H2o);
+    } else if !cli.no_h2o {
+        eprintln!("note: h2o is not installed (apt-get install h2o): no h2o column");
     }
-    let idle = if cli.only.is_none() || cli.only.as_deref() == Some("idle") {
-        progress(&format!(
-            "idle: {} keep-alive connections to osprey",
-            cli.idle
-        ));
-        let o = idle::bytes_per_connection(osprey.pid(), osprey.port, cli.idle)?;
-        progress(&format!(
-            "idle: {} keep-alive connections to nginx",
-            cli.idle
-        ));
-        let n = idle::bytes_per_connection(nginx.pid(), nginx.port, cli.idle)?;
-        Some(IdleResult {
-            connections: cli.idle,
-            osprey_bytes_per_conn: o,
-            nginx_bytes_per_conn: n,
-            target_bytes: 1024.0,
-        })
-    } else {
-        None
-    };
-    eprintln!();
-    let report = Report {
-        seconds: cli.seconds,
-        rounds: cli.rounds,
-        scenarios: results,
-        idle,
-    };
+    let mut upstream = setup.start_upstream(cli.client_cpu)?;
+    let running: Result<Vec<Running>, String> = kinds.iter().map(|&k| setup.start(k)).collect();
+    let outcome = running.and_then(|running| measure_all(cli, &running));
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    let report = outcome?;
     print!("{}", report.table());
     let json = cli.out.join("results.json");
     std::fs::write(
@@ -222,34 +120,124 @@ fn run(mut cli: Cli) -> Result<bool, String> {
         serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("{}: {e}", json.display()))?;
-    let png = cli.out.join("results.png");
-    chart::draw(&report, &png)?;
-    println!("wrote {} and {}", json.display(), png.display());
-    let _ = std::fs::remove_dir_all(&work);
-    let clean = report
-        .scenarios
-        .iter()
-        .all(|s| s.osprey.errors() == 0 && s.nginx.errors() == 0);
+    let svg = cli.out.join("results.svg");
+    std::fs::write(&svg, chart::svg(&report)).map_err(|e| format!("{}: {e}", svg.display()))?;
+    println!("wrote {} and {}", json.display(), svg.display());
+    if let Some(path) = cli
+        .docs
+        .as_ref()
+        .filter(|_| !cli.smoke && cli.only.is_none())
+    {
+        docs::write_table(path, &report)?;
+        println!("wrote the table into {}", path.display());
+    }
+    let clean = report.scenarios.iter().all(|s| s.errors() == 0);
     if !clean {
         eprintln!("some runs had errors (non-2xx answers or socket errors)");
     }
     Ok(clean)
 }
 
-/// One wrk run against one server: its result and the server's CPU microseconds per request.
-fn measure(server: &Running, s: &Scenario, cli: &Cli) -> Result<(wrk::WrkResult, f64), String> {
-    let url = format!("http://127.0.0.1:{}{}", server.port, s.path);
+fn measure_all(cli: &Cli, running: &[Running]) -> Result<Report, String> {
+    let chosen = |s: &Scenario| {
+        (!cli.smoke || s.smoke)
+            && cli
+                .only
+                .as_deref()
+                .is_none_or(|o| format!("{} {}", s.family, s.name).contains(o))
+    };
+    let scenarios: Vec<&Scenario> = SCENARIOS.iter().filter(|s| chosen(s)).collect();
+    // Osprey and the peers of each scenario that are running.
+    let servers_of = |s: &Scenario| -> Vec<&Running> {
+        running
+            .iter()
+            .filter(|r| r.kind == Kind::Osprey || s.peers.contains(&r.kind))
+            .collect()
+    };
+    let mut results: Vec<ScenarioResult> = scenarios
+        .iter()
+        .map(|s| ScenarioResult {
+            family: s.family,
+            name: s.name.to_owned(),
+            servers: BTreeMap::new(),
+            targets: s.targets.to_vec(),
+        })
+        .collect();
+    let total: usize = cli.rounds * scenarios.iter().map(|s| servers_of(s).len()).sum::<usize>();
+    let mut done = 0;
+    for round in 0..cli.rounds {
+        for (i, s) in scenarios.iter().enumerate() {
+            // Rotate which server goes first, so none always runs on a warmer machine.
+            let mut order = servers_of(s);
+            let len = order.len();
+            order.rotate_left((round + i) % len);
+            for server in order {
+                done += 1;
+                progress(&format!(
+                    "[{done}/{total}] round {} {} {} {}",
+                    round + 1,
+                    s.family,
+                    s.name,
+                    server.kind.name()
+                ));
+                let (result, cpu) = measure(server, s, cli)?;
+                let samples: &mut Samples = results[i].servers.entry(server.kind).or_default();
+                samples.cpu_us_per_request.push(cpu);
+                samples.rounds.push(result);
+            }
+        }
+    }
+    let idle = if cli.only.as_deref().is_none_or(|o| "idle".contains(o)) {
+        let mut bytes_per_conn = BTreeMap::new();
+        for server in running {
+            progress(&format!(
+                "idle: {} keep-alive connections to {}",
+                cli.idle,
+                server.kind.name()
+            ));
+            let b = idle::bytes_per_connection(server.pid(), server.port, cli.idle)?;
+            bytes_per_conn.insert(server.kind, b);
+        }
+        Some(IdleResult {
+            connections: cli.idle,
+            bytes_per_conn,
+            target_bytes: 400.0,
+        })
+    } else {
+        None
+    };
+    eprintln!();
+    Ok(Report {
+        date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        commit: commit(),
+        seconds: cli.seconds,
+        rounds: cli.rounds,
+        scenarios: results,
+        idle,
+    })
+}
+
+/// One load run against one server: its result and the server's CPU microseconds per request.
+fn measure(server: &Running, s: &Scenario, cli: &Cli) -> Result<(load::LoadResult, f64), String> {
+    let (scheme, port) = match s.transport {
+        Transport::Plain => ("http", server.port),
+        Transport::H2c => ("http", server.h2c_port),
+        Transport::Tls => ("https", server.tls_port),
+    };
+    let url = format!("{scheme}://127.0.0.1:{port}{}", s.path);
     let connections = if cli.smoke {
         s.connections.min(50)
     } else {
         s.connections
     };
-    let run = wrk::WrkRun {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline.lua");
+    let run = LoadRun {
+        tool: s.tool,
         cpu: cli.client_cpu,
         url: &url,
         connections,
         seconds: cli.seconds,
-        keep_alive: s.keep_alive,
+        pipeline_script: &script,
     };
     let before = servers::cpu_us(server.pid());
     let result = run.run()?;
@@ -263,15 +251,32 @@ fn progress(line: &str) {
     let _ = std::io::stderr().flush();
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(18080)
+fn command_output(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit measured, marked when the tree had changes.
+fn commit() -> String {
+    let hash = command_output("git", &["rev-parse", "--short", "HEAD"]);
+    let dirty = Command::new("git")
+        .args(["diff", "--quiet", "HEAD", "--", "server", "sdk", "modules"])
+        .status()
+        .is_ok_and(|s| !s.success());
+    if dirty {
+        format!("{hash} + local changes")
+    } else {
+        hash
+    }
 }
 
 /// The static files of NXWEB's table: 2.3 KiB, 100 KiB and 2.1 MiB.
-fn write_files(www: &std::path::Path) -> Result<(), String> {
+fn write_files(www: &Path) -> Result<(), String> {
     let html: String = "<p>Osprey benchmark page, 2.3 KiB of HTML.</p>\n"
         .chars()
         .cycle()

@@ -1,13 +1,16 @@
 //! The results table, the targets and the JSON file.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
-use crate::wrk::WrkResult;
+use crate::load::LoadResult;
+use crate::servers::Kind;
 
 /// One scenario's measurements for one server, over all rounds.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Samples {
-    pub rounds: Vec<WrkResult>,
+    pub rounds: Vec<LoadResult>,
     /// Server CPU microseconds per request, per round.
     pub cpu_us_per_request: Vec<f64>,
 }
@@ -17,15 +20,16 @@ impl Samples {
         median(self.rounds.iter().map(|r| r.requests_per_sec).collect())
     }
 
-    pub fn median_p99(&self) -> f64 {
-        median(self.rounds.iter().map(|r| r.p99_ms).collect())
+    pub fn median_p99(&self) -> Option<f64> {
+        let v: Vec<f64> = self.rounds.iter().filter_map(|r| r.p99_ms).collect();
+        (!v.is_empty()).then(|| median(v))
     }
 
     pub fn median_cpu(&self) -> f64 {
         median(self.cpu_us_per_request.clone())
     }
 
-    /// wrk's CPU share (percent of its core), median over rounds.
+    /// The load generator's CPU share (percent of its core), median over rounds.
     pub fn median_client_cpu(&self) -> f64 {
         median(self.rounds.iter().map(|r| r.client_cpu_percent).collect())
     }
@@ -35,53 +39,70 @@ impl Samples {
     }
 }
 
+/// A goal for Osprey against one peer in the same run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum Target {
+    /// req/s at least this times the peer's.
+    Rps(Kind, f64),
+    /// CPU per request at most this times the peer's.
+    Cpu(Kind, f64),
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
+    pub family: &'static str,
     pub name: String,
-    pub osprey: Samples,
-    pub nginx: Samples,
-    /// Minimum osprey/nginx req/s ratio this scenario must reach.
-    pub target_ratio: Option<f64>,
-    /// Maximum osprey/nginx CPU-per-request ratio.
-    pub target_cpu_ratio: Option<f64>,
+    /// Osprey and each peer that ran this scenario.
+    pub servers: BTreeMap<Kind, Samples>,
+    pub targets: Vec<Target>,
 }
 
 impl ScenarioResult {
-    pub fn ratio(&self) -> f64 {
-        self.osprey.median_rps() / self.nginx.median_rps().max(1e-9)
+    /// Osprey's req/s over `peer`'s, if both ran.
+    pub fn ratio(&self, peer: Kind) -> Option<f64> {
+        let (o, p) = (self.servers.get(&Kind::Osprey)?, self.servers.get(&peer)?);
+        Some(o.median_rps() / p.median_rps().max(1e-9))
     }
 
-    pub fn cpu_ratio(&self) -> f64 {
-        self.osprey.median_cpu() / self.nginx.median_cpu().max(1e-9)
+    /// Osprey's CPU per request over `peer`'s, if both ran.
+    pub fn cpu_ratio(&self, peer: Kind) -> Option<f64> {
+        let (o, p) = (self.servers.get(&Kind::Osprey)?, self.servers.get(&peer)?);
+        Some(o.median_cpu() / p.median_cpu().max(1e-9))
     }
 
-    /// Every target this scenario has, as (description, met).
+    /// Every target whose peer ran, as (description, met).
     pub fn checks(&self) -> Vec<(String, bool)> {
-        let mut out = Vec::new();
-        if let Some(t) = self.target_ratio {
-            out.push((format!("req/s >= {t:.2}x nginx"), self.ratio() >= t));
-        }
-        if let Some(t) = self.target_cpu_ratio {
-            out.push((format!("CPU/req <= {t:.2}x nginx"), self.cpu_ratio() <= t));
-        }
-        out.push((
-            "p99 <= nginx".into(),
-            self.osprey.median_p99() <= self.nginx.median_p99(),
-        ));
-        out
+        self.targets
+            .iter()
+            .filter_map(|t| match *t {
+                Target::Rps(peer, min) => self
+                    .ratio(peer)
+                    .map(|r| (format!("req/s >= {min:.2}x {}", peer.name()), r >= min)),
+                Target::Cpu(peer, max) => self
+                    .cpu_ratio(peer)
+                    .map(|r| (format!("CPU/req <= {max:.2}x {}", peer.name()), r <= max)),
+            })
+            .collect()
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.servers.values().map(Samples::errors).sum()
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IdleResult {
     pub connections: usize,
-    pub osprey_bytes_per_conn: f64,
-    pub nginx_bytes_per_conn: f64,
+    /// Growth of each server's resident memory per idle keep-alive connection.
+    pub bytes_per_conn: BTreeMap<Kind, f64>,
     pub target_bytes: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// UTC date of the run and the commit of the tree it ran from.
+    pub date: String,
+    pub commit: String,
     pub seconds: u32,
     pub rounds: usize,
     pub scenarios: Vec<ScenarioResult>,
@@ -101,59 +122,146 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+const SERVERS: [Kind; 3] = [Kind::Osprey, Kind::Nginx, Kind::H2o];
+
 impl Report {
-    /// The table as text.
+    /// The table as Markdown (readable as text too), for the terminal and docs/benchmarks.md.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<22} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6}  targets\n",
-            "scenario",
-            "osprey r/s",
-            "nginx r/s",
-            "ratio",
-            "o p99 ms",
-            "n p99 ms",
-            "o us/req",
-            "n us/req",
-            "cpu",
-            "o wrk%",
-            "n wrk%"
+            "{} rounds x {} s, medians; {}, commit {}\n\n",
+            self.rounds, self.seconds, self.date, self.commit
         );
+        out.push_str(
+            "| scenario | osprey r/s | nginx r/s | h2o r/s | x nginx | x h2o \
+             | us/req o / n / h | CPU x nginx | CPU x h2o | p99 ms o / n / h | load % o / n / h | targets |\n",
+        );
+        out.push_str(&format!("|{}\n", " --- |".repeat(12)));
         for s in &self.scenarios {
+            let each = |f: &dyn Fn(&Samples) -> String| {
+                SERVERS
+                    .iter()
+                    .map(|k| s.servers.get(k).map_or("-".into(), f))
+                    .collect::<Vec<_>>()
+            };
+            let rps = each(&|x| group(x.median_rps()));
+            let cpu = each(&|x| format!("{:.1}", x.median_cpu())).join(" / ");
+            let p99 = each(&|x| x.median_p99().map_or("-".into(), |p| format!("{p:.2}")));
+            let load = each(&|x| format!("{:.0}", x.median_client_cpu())).join(" / ");
+            let ratio = |r: Option<f64>| r.map_or("-".into(), |r| format!("{r:.2}"));
             let checks: Vec<String> = s
                 .checks()
                 .into_iter()
                 .map(|(what, ok)| format!("{} {what}", if ok { "PASS" } else { "FAIL" }))
                 .collect();
             out.push_str(&format!(
-                "{:<22} {:>11.0} {:>11.0} {:>7.2} {:>9.2} {:>9.2} {:>9.1} {:>9.1} {:>7.2} {:>6.0} {:>6.0}  {}\n",
+                "| {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                s.family,
                 s.name,
-                s.osprey.median_rps(),
-                s.nginx.median_rps(),
-                s.ratio(),
-                s.osprey.median_p99(),
-                s.nginx.median_p99(),
-                s.osprey.median_cpu(),
-                s.nginx.median_cpu(),
-                s.cpu_ratio(),
-                s.osprey.median_client_cpu(),
-                s.nginx.median_client_cpu(),
+                rps[0],
+                rps[1],
+                rps[2],
+                ratio(s.ratio(Kind::Nginx)),
+                ratio(s.ratio(Kind::H2o)),
+                cpu,
+                ratio(s.cpu_ratio(Kind::Nginx)),
+                ratio(s.cpu_ratio(Kind::H2o)),
+                p99.join(" / "),
+                load,
                 checks.join("; ")
             ));
         }
-        out.push_str(
-            "(wrk%: the load generator's CPU share of its one core; near 100 it, not the \
-             server, limits req/s)\n",
-        );
         if let Some(i) = &self.idle {
+            let each: Vec<String> = i
+                .bytes_per_conn
+                .iter()
+                .map(|(k, b)| format!("{} {b:.0} B/conn", k.name()))
+                .collect();
+            let osprey = i.bytes_per_conn.get(&Kind::Osprey).copied().unwrap_or(0.0);
             out.push_str(&format!(
-                "idle keep-alive x{}: osprey {:.0} B/conn, nginx {:.0} B/conn  {} <= {:.0} B/conn\n",
+                "\nidle keep-alive x{}: {}  {} osprey <= {:.0} B/conn\n",
                 i.connections,
-                i.osprey_bytes_per_conn,
-                i.nginx_bytes_per_conn,
-                if i.osprey_bytes_per_conn <= i.target_bytes { "PASS" } else { "FAIL" },
+                each.join(", "),
+                if osprey <= i.target_bytes {
+                    "PASS"
+                } else {
+                    "FAIL"
+                },
                 i.target_bytes
             ));
         }
+        out.push_str(
+            "\n(load %: the load generator's CPU share of its one core; near 100 it, not the \
+             server, limits req/s, and CPU per request is the server-side measure)\n",
+        );
         out
+    }
+}
+
+/// 123456.7 as "123,457".
+pub fn group(n: f64) -> String {
+    let digits = format!("{:.0}", n.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(rps: f64, cpu: f64) -> Samples {
+        Samples {
+            rounds: vec![LoadResult {
+                requests_per_sec: rps,
+                requests: 1,
+                ..LoadResult::default()
+            }],
+            cpu_us_per_request: vec![cpu],
+        }
+    }
+
+    #[test]
+    fn ratios_and_targets_are_against_each_peer_that_ran() {
+        let s = ScenarioResult {
+            family: "h2",
+            name: "hello".into(),
+            servers: BTreeMap::from([
+                (Kind::Osprey, samples(150.0, 4.0)),
+                (Kind::Nginx, samples(50.0, 10.0)),
+                (Kind::H2o, samples(125.0, 5.0)),
+            ]),
+            targets: vec![
+                Target::Rps(Kind::H2o, 1.2),
+                Target::Rps(Kind::Nginx, 3.5),
+                Target::Cpu(Kind::H2o, 1.0),
+            ],
+        };
+        assert_eq!(s.ratio(Kind::Nginx), Some(3.0));
+        assert_eq!(s.cpu_ratio(Kind::H2o), Some(0.8));
+        let checks = s.checks();
+        assert_eq!(
+            checks,
+            vec![
+                ("req/s >= 1.20x h2o".to_string(), true),
+                ("req/s >= 3.50x nginx".to_string(), false),
+                ("CPU/req <= 1.00x h2o".to_string(), true),
+            ]
+        );
+        let mut without_h2o = s.clone();
+        without_h2o.servers.remove(&Kind::H2o);
+        assert_eq!(without_h2o.ratio(Kind::H2o), None);
+        assert_eq!(without_h2o.checks().len(), 1, "no h2o, no h2o targets");
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(group(1234567.4), "1,234,567");
+        assert_eq!(group(999.0), "999");
+        assert_eq!(group(1000.0), "1,000");
     }
 }

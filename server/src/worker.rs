@@ -1,13 +1,19 @@
 //! The bounded blocking pool for `worker` handlers and heavy filter steps. A full pool answers
 //! 503 rather than queueing without bound.
 //!
-//! Jobs go to a fixed set of threads through one queue; a thread is woken only when the queue
-//! was empty (a working thread wakes the next while jobs wait), and never while another woken
-//! thread has yet to start: short jobs are then drained by the threads already running
-//! instead of waking every thread in turn. Results come back to the
-//! network thread that asked in batches: it is woken once for every result that arrived since
-//! it last looked, not once per job, since each cross-thread wake costs a system call and a
-//! context switch.
+//! Jobs go to a fixed set of threads through one queue. Both directions are batched, since
+//! each cross-thread wake costs a system call and a context switch:
+//! - the jobs a network thread asks for in one turn of its event loop go to the queue
+//!   together, and a pool thread is woken only when none is awake (running or on its way):
+//!   the awake thread drains the queue, so a burst of short jobs costs one wake, not one per
+//!   job or per thread. A job that blocks must not hold the others back: while jobs wait, the
+//!   asking network thread looks again every millisecond and wakes one more thread each time
+//!   it finds them still waiting (a pool shared by blocking jobs fills up within a few ms);
+//! - results come back to the network thread that asked in batches: it is woken once for
+//!   every result that arrived since it last looked.
+//!
+//! A job and its result share one allocation ([`Task`]), queued to the pool and then handed
+//! back to the asking thread's inbox.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -15,11 +21,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
 /// Threads of a pool started on demand (by a test, or before `start`).
 const DEFAULT_THREADS: usize = 8;
+
+/// How often a network thread whose jobs wait looks whether the pool is stuck.
+const WATCH_EVERY: Duration = Duration::from_millis(1);
 
 /// The bound of a configuration's pool (the threads are the process's).
 pub struct WorkerPool {
@@ -60,53 +70,41 @@ impl Drop for Place {
 impl Place {
     /// Run `job` on the pool's threads; its result comes back to this thread. `None`: the
     /// job panicked (a bug in core code: module panics are caught in the module).
-    pub fn run<R: Send + 'static>(
-        self,
-        job: impl FnOnce() -> R + Send + 'static,
-    ) -> impl Future<Output = Option<R>> {
-        let slot = Arc::new(Slot::<R>::default());
-        let (filled, inbox) = (slot.clone(), Inbox::local());
-        submit(Box::new(move || {
-            let result = catch_unwind(AssertUnwindSafe(job)).ok();
-            // The place is free before the waiting request goes on.
-            drop(self);
-            filled.fill(result);
-            match inbox {
-                Some(inbox) => inbox.deliver(filled),
-                None => filled.wake(),
-            }
-        }));
-        std::future::poll_fn(move |cx| slot.poll(cx.waker()))
+    pub fn run<R, F>(self, job: F) -> impl Future<Output = Option<R>>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        let task = Arc::new(Task {
+            state: Mutex::new(TaskState {
+                job: Some((job, self)),
+                result: None,
+                waker: None,
+                inbox: Inbox::local(),
+            }),
+        });
+        submit(task.clone());
+        std::future::poll_fn(move |cx| task.poll(cx.waker()))
     }
 }
 
-/// Where a job's result waits for the future that asked.
-struct Slot<R> {
-    state: Mutex<SlotState<R>>,
+/// A job, then its result, and the future waiting for it.
+struct Task<F, R> {
+    state: Mutex<TaskState<F, R>>,
 }
 
-struct SlotState<R> {
+struct TaskState<F, R> {
+    /// Taken by the pool thread that runs it.
+    job: Option<(F, Place)>,
     /// Set when the job ended: `Some(None)` if it panicked.
     result: Option<Option<R>>,
     waker: Option<Waker>,
+    /// The asking network thread's inbox (none off a network thread: the waker is woken
+    /// directly).
+    inbox: Option<Arc<Inbox>>,
 }
 
-impl<R> Default for Slot<R> {
-    fn default() -> Self {
-        Slot {
-            state: Mutex::new(SlotState {
-                result: None,
-                waker: None,
-            }),
-        }
-    }
-}
-
-impl<R> Slot<R> {
-    fn fill(&self, result: Option<R>) {
-        self.state.lock().unwrap().result = Some(result);
-    }
-
+impl<F, R> Task<F, R> {
     fn poll(&self, waker: &Waker) -> Poll<Option<R>> {
         let mut state = self.state.lock().unwrap();
         match state.result.take() {
@@ -122,12 +120,36 @@ impl<R> Slot<R> {
     }
 }
 
-/// A filled slot whose future is to be woken.
-trait Filled: Send + Sync {
+/// A queued task as the pool and the inbox see it.
+trait Job: Send + Sync {
+    /// Run the job (on a pool thread) and hand the result back.
+    fn run(self: Arc<Self>);
+    /// Wake the future waiting for the result (on the asking thread).
     fn wake(&self);
 }
 
-impl<R: Send> Filled for Slot<R> {
+impl<F, R> Job for Task<F, R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    fn run(self: Arc<Self>) {
+        let taken = self.state.lock().unwrap().job.take();
+        let Some((job, place)) = taken else { return };
+        let result = catch_unwind(AssertUnwindSafe(job)).ok();
+        // The place is free before the waiting request goes on.
+        drop(place);
+        let inbox = {
+            let mut state = self.state.lock().unwrap();
+            state.result = Some(result);
+            state.inbox.take()
+        };
+        match inbox {
+            Some(inbox) => inbox.deliver(self),
+            None => self.wake(),
+        }
+    }
+
     fn wake(&self) {
         let waker = self.state.lock().unwrap().waker.take();
         if let Some(w) = waker {
@@ -138,7 +160,7 @@ impl<R: Send> Filled for Slot<R> {
 
 /// A network thread's mailbox of finished jobs.
 pub struct Inbox {
-    done: Mutex<Vec<Arc<dyn Filled>>>,
+    done: Mutex<Vec<Arc<dyn Job>>>,
     /// Set when the network thread has been told to look; cleared when it looks.
     told: AtomicBool,
     notify: Notify,
@@ -153,9 +175,9 @@ impl Inbox {
         INBOX.with(|i| i.borrow().clone())
     }
 
-    /// From a pool thread: queue `slot`, and tell the network thread if it was not told yet.
-    fn deliver(&self, slot: Arc<dyn Filled>) {
-        self.done.lock().unwrap().push(slot);
+    /// From a pool thread: queue `task`, and tell the network thread if it was not told yet.
+    fn deliver(&self, task: Arc<dyn Job>) {
+        self.done.lock().unwrap().push(task);
         if !self.told.swap(true, Ordering::AcqRel) {
             self.notify.notify_one();
         }
@@ -174,38 +196,89 @@ pub async fn serve_inbox() {
     let mut batch = Vec::new();
     loop {
         inbox.notify.notified().await;
-        // Cleared before looking: a job that finds it set knows its slot will be seen.
+        // Cleared before looking: a job that finds it set knows its task will be seen.
         inbox.told.store(false, Ordering::Release);
         std::mem::swap(&mut batch, &mut *inbox.done.lock().unwrap());
-        batch.drain(..).for_each(|slot| slot.wake());
+        batch.drain(..).for_each(|task| task.wake());
     }
 }
 
-type Job = Box<dyn FnOnce() + Send>;
+/// Jobs a network thread asked for in this turn of its event loop, and the task that sends
+/// them to the pool.
+#[derive(Default)]
+struct Outbox {
+    jobs: Vec<Arc<dyn Job>>,
+    /// The sending task's waker; `None` until this thread has one ([`serve_outbox`]).
+    sender: Option<Waker>,
+}
 
 thread_local! {
-    /// Jobs a network thread asked for in this turn of its event loop.
-    static OUTBOX: std::cell::RefCell<Vec<Job>> = const { std::cell::RefCell::new(Vec::new()) };
+    static OUTBOX: std::cell::RefCell<Outbox> = std::cell::RefCell::new(Outbox::default());
 }
 
 /// Queue `job`. On a network thread, the jobs of one turn of the event loop go to the pool
 /// together, after the turn's other ready tasks: a pool thread is woken once for all of them
 /// instead of preempting the network thread for each.
-fn submit(job: Job) {
+fn submit(job: Arc<dyn Job>) {
     if tokio::runtime::Handle::try_current().is_err() {
-        return threads().submit(vec![job]);
+        return threads().submit_one(job);
     }
-    let first = OUTBOX.with(|o| {
+    let (first, sender) = OUTBOX.with(|o| {
         let mut o = o.borrow_mut();
-        o.push(job);
-        o.len() == 1
+        o.jobs.push(job);
+        (o.jobs.len() == 1, o.sender.clone())
     });
     if first {
-        // Runs after the tasks already queued in this turn.
-        tokio::task::spawn_local(async {
-            let jobs = OUTBOX.with(|o| std::mem::take(&mut *o.borrow_mut()));
-            threads().submit(jobs);
+        match sender {
+            // Runs after the tasks already queued in this turn.
+            Some(sender) => sender.wake(),
+            None => drop(tokio::task::spawn_local(serve_outbox())),
+        }
+    }
+}
+
+/// Send this network thread's jobs to the pool at the end of each turn, and while some wait,
+/// look every [`WATCH_EVERY`] whether they still do (a running job may block): if so, wake
+/// one more pool thread. Started by the thread's first job; lives as long as its runtime.
+async fn serve_outbox() {
+    /// Forgets the waker when the runtime drops the task (a test's runtime, say).
+    struct Registered;
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            OUTBOX.with(|o| o.borrow_mut().sender = None);
+        }
+    }
+    let _registered = Registered;
+    let mut batch = Vec::new();
+    let mut watch: Option<tokio::time::Instant> = None;
+    loop {
+        let sent = std::future::poll_fn(|cx| {
+            OUTBOX.with(|o| {
+                let mut o = o.borrow_mut();
+                if o.jobs.is_empty() {
+                    if !o.sender.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        o.sender = Some(cx.waker().clone());
+                    }
+                    Poll::Pending
+                } else {
+                    std::mem::swap(&mut batch, &mut o.jobs);
+                    Poll::Ready(())
+                }
+            })
         });
+        let deadline = watch.unwrap_or_else(tokio::time::Instant::now);
+        tokio::select! {
+            biased;
+            () = sent => {
+                threads().submit(&mut batch);
+                watch.get_or_insert_with(|| tokio::time::Instant::now() + WATCH_EVERY);
+            }
+            () = tokio::time::sleep_until(deadline), if watch.is_some() => {
+                watch = threads()
+                    .help()
+                    .then(|| tokio::time::Instant::now() + WATCH_EVERY);
+            }
+        }
     }
 }
 
@@ -213,25 +286,17 @@ fn submit(job: Job) {
 struct Threads {
     queue: Mutex<Queue>,
     ready: Condvar,
+    count: usize,
 }
 
 struct Queue {
-    jobs: VecDeque<Job>,
-    /// Threads waiting for a job.
+    jobs: VecDeque<Arc<dyn Job>>,
+    /// Threads waiting for a job (the others run jobs or are starting).
     idle: usize,
     /// Of those, threads woken that have not taken the lock since.
     woken: usize,
-}
-
-impl Queue {
-    /// Whether to wake a thread for waiting jobs: one is idle, and none is already on its way.
-    fn wake_one(&mut self) -> bool {
-        let wake = self.idle > self.woken;
-        if wake {
-            self.woken += 1;
-        }
-        wake
-    }
+    /// Wakes so far (the tests count them).
+    wakes: u64,
 }
 
 static THREADS: OnceLock<Threads> = OnceLock::new();
@@ -247,7 +312,8 @@ fn threads() -> &'static Threads {
 
 fn threads_with(count: usize) -> &'static Threads {
     THREADS.get_or_init(|| {
-        for i in 0..count.max(1) {
+        let count = count.max(1);
+        for i in 0..count {
             std::thread::Builder::new()
                 .name(format!("osprey-worker-{i}"))
                 .spawn(work)
@@ -256,27 +322,60 @@ fn threads_with(count: usize) -> &'static Threads {
         Threads {
             queue: Mutex::new(Queue {
                 jobs: VecDeque::new(),
+                // A starting thread looks at the queue before its first wait.
                 idle: 0,
                 woken: 0,
+                wakes: 0,
             }),
             ready: Condvar::new(),
+            count,
         }
     })
 }
 
 impl Threads {
-    fn submit(&self, jobs: Vec<Job>) {
+    /// Queue a network thread's batch (emptying `jobs`, whose buffer is kept for the next
+    /// turn); wake a thread only if none is awake to drain the queue.
+    fn submit(&self, jobs: &mut Vec<Arc<dyn Job>>) {
         let mut q = self.queue.lock().unwrap();
-        let was_empty = q.jobs.is_empty();
-        q.jobs.extend(jobs);
-        // A thread is already on its way when jobs were waiting.
-        if was_empty && q.wake_one() {
+        q.jobs.extend(jobs.drain(..));
+        let awake = self.count - q.idle + q.woken;
+        if awake == 0 {
+            self.wake_one(&mut q);
+        }
+    }
+
+    /// Queue one job from a thread without an event loop (nobody will watch it): wake a
+    /// thread unless one is already on its way.
+    fn submit_one(&self, job: Arc<dyn Job>) {
+        let mut q = self.queue.lock().unwrap();
+        q.jobs.push_back(job);
+        if q.woken == 0 {
+            self.wake_one(&mut q);
+        }
+    }
+
+    /// Jobs still wait after a while: the awake threads may be blocked, wake one more.
+    /// Returns whether jobs wait (to look again later).
+    fn help(&self) -> bool {
+        let mut q = self.queue.lock().unwrap();
+        if q.jobs.is_empty() {
+            return false;
+        }
+        self.wake_one(&mut q);
+        true
+    }
+
+    fn wake_one(&self, q: &mut Queue) {
+        if q.idle > q.woken {
+            q.woken += 1;
+            q.wakes += 1;
             self.ready.notify_one();
         }
     }
 }
 
-/// A pool thread: take jobs, waking another thread while more wait.
+/// A pool thread: take jobs one at a time while there are any, then wait.
 fn work() {
     let threads = loop {
         // The statics are set just after the threads start.
@@ -285,24 +384,18 @@ fn work() {
             None => std::thread::yield_now(),
         }
     };
+    let mut q = threads.queue.lock().unwrap();
     loop {
-        let job = {
-            let mut q = threads.queue.lock().unwrap();
-            loop {
-                if let Some(job) = q.jobs.pop_front() {
-                    if !q.jobs.is_empty() && q.wake_one() {
-                        threads.ready.notify_one();
-                    }
-                    break job;
-                }
-                q.idle += 1;
-                q = threads.ready.wait(q).unwrap();
-                q.idle -= 1;
-                // Woken (or spuriously awake: either way, one fewer on its way).
-                q.woken = q.woken.saturating_sub(1);
-            }
-        };
-        job();
+        while let Some(job) = q.jobs.pop_front() {
+            drop(q);
+            job.run();
+            q = threads.queue.lock().unwrap();
+        }
+        q.idle += 1;
+        q = threads.ready.wait(q).unwrap();
+        q.idle -= 1;
+        // Woken (or spuriously awake: either way, one fewer on its way).
+        q.woken = q.woken.saturating_sub(1);
     }
 }
 
@@ -310,6 +403,18 @@ fn work() {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The pool is the process's: tests that count its wakes or need its threads free run
+    /// one at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wakes() -> u64 {
+        threads().queue.lock().unwrap().wakes
+    }
 
     fn local_runtime() -> tokio::runtime::LocalRuntime {
         tokio::runtime::Builder::new_current_thread()
@@ -328,6 +433,7 @@ mod tests {
 
     #[test]
     fn results_come_back_batched_to_the_asking_thread() {
+        let _serial = serial();
         local_runtime().block_on(async {
             tokio::task::spawn_local(serve_inbox());
             tokio::task::yield_now().await;
@@ -347,6 +453,7 @@ mod tests {
     /// Jobs that block run side by side: each woken thread wakes the next while jobs wait.
     #[test]
     fn blocking_jobs_run_on_several_threads_at_once() {
+        let _serial = serial();
         local_runtime().block_on(async {
             let pool = WorkerPool::new(100);
             // The threads start awake; once idle, only wakes bring them to the jobs.
@@ -376,8 +483,34 @@ mod tests {
         });
     }
 
+    /// One thread drains a burst of short jobs: the pool threads do not wake each other in
+    /// turn (each wake is a system call and, on a busy core, a context switch).
+    #[test]
+    fn a_burst_of_short_jobs_wakes_one_thread() {
+        let _serial = serial();
+        local_runtime().block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            let pool = WorkerPool::new(1000);
+            run(&pool, || ()).await;
+            // Every thread started and waits.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let before = wakes();
+            let jobs: Vec<_> = (0..200u64)
+                .map(|i| pool.reserve().unwrap().run(move || i))
+                .collect();
+            for job in jobs {
+                job.await.unwrap();
+            }
+            // One wake, and a helper if the burst outlasted a watch period on a busy machine.
+            let woken = wakes() - before;
+            assert!((1..=3).contains(&woken), "{woken} wakes for one burst");
+        });
+    }
+
     #[test]
     fn a_full_pool_has_no_place_and_a_panic_is_a_failure() {
+        let _serial = serial();
         local_runtime().block_on(async {
             let pool = WorkerPool::new(1);
             let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -392,6 +525,7 @@ mod tests {
 
     #[test]
     fn a_job_whose_waiter_left_still_frees_its_place() {
+        let _serial = serial();
         local_runtime().block_on(async {
             let pool = WorkerPool::new(1);
             drop(
