@@ -34,6 +34,16 @@ pub struct State {
     conns: Mutex<Vec<TcpStream>>,
     /// The last request head received (for `/echo`-style checks).
     pub last_head: Mutex<String>,
+    /// When not 0: an idle kept-alive connection is closed after this many milliseconds and a
+    /// random fraction of one more (a short keep-alive timeout), and one request in three that
+    /// comes on a kept-alive connection is dropped unread with it (the timeout fired just as it
+    /// came: the client sees a reset, and cannot know whether it was processed).
+    pub idle_close_ms: AtomicUsize,
+    /// Connections closed by that timeout, and requests dropped with their connection.
+    pub idle_closed: AtomicUsize,
+    pub dropped: AtomicUsize,
+    /// The bodies of the POST requests received.
+    pub posted: Mutex<Vec<Vec<u8>>>,
 }
 
 pub struct Upstream {
@@ -58,6 +68,10 @@ impl Upstream {
                 generation: AtomicUsize::new(0),
                 conns: Mutex::new(Vec::new()),
                 last_head: Mutex::new(String::new()),
+                idle_close_ms: AtomicUsize::new(0),
+                idle_closed: AtomicUsize::new(0),
+                dropped: AtomicUsize::new(0),
+                posted: Mutex::new(Vec::new()),
             }),
             accept: Mutex::new(None),
         };
@@ -134,7 +148,25 @@ impl Drop for Upstream {
 fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result<()> {
     let mut reader = BufReader::new(s.try_clone()?);
     let mut out = s;
-    loop {
+    let mut random = random_seed();
+    for served in 0usize.. {
+        let idle_close = state.idle_close_ms.load(Ordering::SeqCst) as u64;
+        if served > 0 && idle_close > 0 && reader.buffer().is_empty() {
+            random ^= random << 13;
+            random ^= random >> 7;
+            random ^= random << 17;
+            let wait = Duration::from_micros(idle_close * 1000 + random % 1000);
+            reader.get_ref().set_read_timeout(Some(wait))?;
+            if reader.fill_buf().is_err() {
+                state.idle_closed.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            if random % 3 == 0 {
+                state.dropped.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            reader.get_ref().set_read_timeout(None)?;
+        }
         let mut head = String::new();
         loop {
             let mut line = String::new();
@@ -180,6 +212,9 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
         }
         state.hits.fetch_add(1, Ordering::SeqCst);
         *state.last_head.lock().unwrap() = head.clone();
+        if method == "POST" {
+            state.posted.lock().unwrap().push(body.clone());
+        }
         match state.mode.load(Ordering::SeqCst) {
             1 => {
                 while state.generation.load(Ordering::SeqCst) == generation {
@@ -284,4 +319,11 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
         }
         out.flush()?;
     }
+    Ok(())
+}
+
+/// A seed for the connection's xorshift (different per connection).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now()) | 1
 }

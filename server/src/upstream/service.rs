@@ -20,6 +20,9 @@ enum Fail {
     /// The request never left: safe to retry anywhere.
     Connect(io::Error),
     ConnectTimeout,
+    /// Writing failed before the first byte left (the upstream had closed the connection):
+    /// nothing was sent, so any method may be retried.
+    NotSent(io::Error),
     /// The request may have reached the server.
     Send(io::Error),
     SendTimeout,
@@ -29,18 +32,26 @@ enum Fail {
     },
     ReadTimeout,
     Protocol(&'static str),
+    /// A pooled connection the upstream closed after a non-idempotent request was written to
+    /// it: not retried (it may have been processed), and not a failure of the server.
+    Closed(Box<Fail>),
 }
 
 impl Fail {
     fn reached_upstream(&self) -> bool {
-        !matches!(self, Fail::Connect(_) | Fail::ConnectTimeout)
+        !matches!(
+            self,
+            Fail::Connect(_) | Fail::ConnectTimeout | Fail::NotSent(_)
+        )
     }
 
-    /// A pooled connection the server had closed: the request was not processed.
+    /// What a pooled connection the server had closed looks like: the write failed, or the
+    /// connection ended before any byte of a response.
     fn stale(&self) -> bool {
         matches!(
             self,
-            Fail::Send(_)
+            Fail::NotSent(_)
+                | Fail::Send(_)
                 | Fail::Read {
                     got_bytes: false,
                     ..
@@ -59,11 +70,16 @@ impl Fail {
         match self {
             Fail::Connect(e) => format!("connect failed: {e}"),
             Fail::ConnectTimeout => "connect timed out".into(),
+            Fail::NotSent(e) => format!("the connection was closed before the request: {e}"),
             Fail::Send(e) => format!("sending the request failed: {e}"),
             Fail::SendTimeout => "sending the request timed out".into(),
             Fail::Read { error, .. } => format!("reading the response failed: {error}"),
             Fail::ReadTimeout => "timed out waiting for the response".into(),
             Fail::Protocol(m) => format!("invalid response: {m}"),
+            Fail::Closed(f) => format!(
+                "the kept-alive connection was closed ({}); not retried: the method is not idempotent",
+                f.describe()
+            ),
         }
     }
 }
@@ -99,11 +115,12 @@ pub async fn request(
             Ok(resp) => return Ok(resp),
             Err(fail) => {
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
-                if server.record_failure(backend.max_fails, backend.fail_timeout) {
+                let counts = !matches!(fail, Fail::Closed(_));
+                if counts && server.record_failure(backend.max_fails, backend.fail_timeout) {
                     tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?}", backend.fail_timeout);
                 }
                 let retry = match fail {
-                    Fail::Protocol(_) => false,
+                    Fail::Protocol(_) | Fail::Closed(_) => false,
                     ref f => safe || !f.reached_upstream(),
                 };
                 last = Some((i, fail));
@@ -131,8 +148,9 @@ pub async fn request(
     })
 }
 
-/// One server: a pooled connection first (a stale one is replaced once, for safe requests),
-/// else a new one.
+/// One server: a pooled connection first, else a new one. A pooled connection the upstream
+/// closed is replaced by a new one once: for any request when nothing was sent on it, for
+/// idempotent ones when no byte of a response came (as Go's `net/http` transport does).
 async fn attempt(
     backend: &Arc<Backend>,
     i: usize,
@@ -144,9 +162,10 @@ async fn attempt(
     if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
         match exchange(backend, stream, req, &server.name).await {
             Ok(x) => return Ok(respond(backend, i, req, x, guard)),
-            Err(f) if f.stale() && safe => {
-                tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting");
+            Err(f) if f.stale() && (safe || !f.reached_upstream()) => {
+                tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
             }
+            Err(f) if f.stale() => return Err(Fail::Closed(Box::new(f))),
             Err(f) => return Err(f),
         }
     }
@@ -179,13 +198,18 @@ async fn exchange(
 ) -> Result<Exchanged, Fail> {
     let bytes = req.for_server(host);
     let send = async {
-        stream.write_all(&bytes).await?;
-        stream.write_all(req.large_body()).await
+        // The first write tells whether anything left: a connection the upstream closed fails
+        // it (reset) before a byte is taken.
+        let first = stream.write(&bytes).await.map_err(Fail::NotSent)?;
+        stream
+            .write_all(&bytes[first..])
+            .await
+            .map_err(Fail::Send)?;
+        stream.write_all(req.large_body()).await.map_err(Fail::Send)
     };
     tokio::time::timeout(backend.send_timeout, send)
         .await
-        .map_err(|_| Fail::SendTimeout)?
-        .map_err(Fail::Send)?;
+        .map_err(|_| Fail::SendTimeout)??;
     let mut buf = Vec::with_capacity(8 * 1024);
     let mut got_bytes = false;
     loop {
