@@ -157,7 +157,7 @@ fn streams_bodies_both_ways() {
         resp.body.len()
     );
 
-    // A request body (Content-Length and chunked from the client) is sent with a length.
+    // A request body streams upstream: with its length, or chunked when it came chunked.
     let raw = srv.raw(
         b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabcde",
     );
@@ -169,11 +169,11 @@ fn streams_bodies_both_ways() {
     let raw = srv.raw(b"PUT /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
     let text = Response::parse(raw.as_bytes()).text();
     assert!(
-        text.contains("Content-Length: 5\r\n") && text.ends_with("BODY:abcde"),
+        text.contains("Transfer-Encoding: chunked\r\n") && text.ends_with("BODY:abcde"),
         "{text}"
     );
     assert!(
-        !text.to_ascii_lowercase().contains("transfer-encoding"),
+        !text.to_ascii_lowercase().contains("content-length"),
         "{text}"
     );
 }
@@ -329,6 +329,141 @@ fn safe_retries_when_the_upstream_closes_idle_connections_at_random() {
         );
     }
     assert!(answered.iter().all(|a| seen.contains(a)));
+}
+
+/// Routes to backend `b` that stream request bodies (`/s`, up to 2 GiB) or buffer them
+/// (`/b`), and one to a backend nothing listens on (`/dead`).
+fn streaming_config(up: &Upstream) -> String {
+    format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}],
+  "backends": {{"b": {{"connect": "{}"}}, "dead": {{"connect": "127.0.0.1:{}"}}}},
+  "routing": [
+    {{"prefix": "/s", "handler": "http_proxy", "backend": "b", "uri": "/", "max_body_size": 2147483648}},
+    {{"prefix": "/b", "handler": "http_proxy", "backend": "b", "uri": "/", "proxy_request_buffering": true}},
+    {{"prefix": "/dead", "handler": "http_proxy", "backend": "dead", "uri": "/"}},
+  ]
+}}"#,
+        up.address(),
+        common::free_port()
+    )
+}
+
+/// FNV-1a, as the upstream's `/sink` hashes.
+fn fnv(bytes: &[u8], mut hash: u64) -> u64 {
+    for &b in bytes {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    hash
+}
+
+#[test]
+fn a_1_gib_upload_streams_upstream_with_bounded_memory() {
+    let up = Upstream::start("sink");
+    let srv = Server::start(&streaming_config(&up));
+    let pid = srv.child.id();
+    assert_eq!(get(&srv, "/s/x").status, 200);
+    let before = common::memory(pid, "VmRSS");
+    let piece: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+    let rounds = 4096; // 1 GiB
+    let total = rounds * piece.len();
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    write!(
+        s,
+        "POST /s/sink HTTP/1.1\r\nHost: a\r\nContent-Length: {total}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut hash = 0xcbf2_9ce4_8422_2325;
+    for _ in 0..rounds {
+        s.write_all(&piece).unwrap();
+        hash = fnv(&piece, hash);
+    }
+    let r = Response::parse(read_to_close(&mut s).as_bytes());
+    assert_eq!(r.text(), format!("bytes={total} fnv={hash:016x}"));
+    let head = up.state.last_head.lock().unwrap().to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("\r\ncontent-length: {total}\r\n")),
+        "{head}"
+    );
+    let peak = common::memory(pid, "VmHWM");
+    assert!(
+        peak < before + (32 << 20),
+        "peak RSS {peak}, {before} before the upload: grew by {} KiB",
+        (peak - before) >> 10
+    );
+}
+
+#[test]
+fn chunked_bodies_stream_chunked_or_are_buffered_for_a_length() {
+    let up = Upstream::start("sink");
+    let srv = Server::start(&streaming_config(&up));
+    let body: Vec<u8> = (0..300_000).map(|i| (i % 253) as u8).collect();
+    let chunked = |path: &str| {
+        let mut wire = format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
+        .into_bytes();
+        for part in body.chunks(70_000) {
+            wire.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+            wire.extend_from_slice(part);
+            wire.extend_from_slice(b"\r\n");
+        }
+        wire.extend_from_slice(b"0\r\n\r\n");
+        let r = Response::parse(srv.raw(&wire).as_bytes());
+        let head = up.state.last_head.lock().unwrap().to_ascii_lowercase();
+        (r, head)
+    };
+    let expected = format!(
+        "bytes=300000 fnv={:016x}",
+        fnv(&body, 0xcbf2_9ce4_8422_2325)
+    );
+    // Streamed: no length to give, so chunked upstream.
+    let (r, head) = chunked("/s/sink");
+    assert_eq!(r.text(), expected);
+    assert!(
+        head.contains("\r\ntransfer-encoding: chunked\r\n"),
+        "{head}"
+    );
+    assert!(!head.contains("content-length"), "{head}");
+    // `proxy_request_buffering`: read whole, sent with its length.
+    let (r, head) = chunked("/b/sink");
+    assert_eq!(r.text(), expected);
+    assert!(head.contains("\r\ncontent-length: 300000\r\n"), "{head}");
+    assert!(!head.contains("transfer-encoding"), "{head}");
+}
+
+#[test]
+fn expect_100_continue_waits_for_the_upstream_connection() {
+    let up = Upstream::start("sink");
+    let srv = Server::start(&streaming_config(&up));
+    let head = "HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n";
+    // The upstream is there: 100 Continue, then the body goes through.
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "POST /s/sink {head}").unwrap();
+    let mut interim = [0u8; 25];
+    std::io::Read::read_exact(&mut s, &mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hello").unwrap();
+    let r = Response::parse(read_to_close(&mut s).as_bytes());
+    assert_eq!(
+        r.text(),
+        format!("bytes=5 fnv={:016x}", fnv(b"hello", 0xcbf2_9ce4_8422_2325))
+    );
+    assert!(!up
+        .state
+        .last_head
+        .lock()
+        .unwrap()
+        .to_ascii_lowercase()
+        .contains("expect"));
+    // No upstream: the final answer instead of 100 Continue, and the body is never asked for.
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "POST /dead/sink {head}").unwrap();
+    let r = Response::parse(read_to_close(&mut s).as_bytes());
+    assert_eq!(r.status, 502);
 }
 
 #[test]

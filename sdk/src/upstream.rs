@@ -3,11 +3,12 @@
 //! a configured backend and gets the response head with a streamed body.
 
 use abi_stable::{
-    std_types::{RResult, RString, RVec},
+    std_types::{RArc, ROption, RResult, RString, RVec},
     StableAbi,
 };
 use async_ffi::LocalFfiFuture;
 
+use crate::request_body::BodySlot;
 use crate::response::{HeaderPair, Response};
 
 /// A backend named in the configuration's `backends`, resolved once with
@@ -32,6 +33,10 @@ pub struct UpstreamRequest {
     pub body: RVec<u8>,
     /// The client's address (without port), for `ip_hash` balancing.
     pub client_ip: RString,
+    /// The body as it arrives from the client (`Request::take_body_stream`), sent instead of
+    /// `body`: with `Content-Length` when its length is known, else chunked. It cannot be
+    /// replayed, so once a byte of it was sent the request is not retried.
+    pub body_stream: ROption<RArc<BodySlot>>,
 }
 
 /// Why no response came: `status` is what to answer (502 for connection or protocol failures,

@@ -161,7 +161,7 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                 state.idle_closed.fetch_add(1, Ordering::SeqCst);
                 return Ok(());
             }
-            if random % 3 == 0 {
+            if random.is_multiple_of(3) {
                 state.dropped.fetch_add(1, Ordering::SeqCst);
                 return Ok(());
             }
@@ -192,8 +192,31 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                     .then(|| v.trim().parse().ok())?
             })
             .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body)?;
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("\r\ntransfer-encoding: chunked\r\n");
+        if target == "/sink" {
+            // Any size: counted and hashed (FNV-1a), never held.
+            let (mut n, mut hash) = (0usize, 0xcbf2_9ce4_8422_2325u64);
+            read_body(&mut reader, len, chunked, |piece| {
+                n += piece.len();
+                for &b in piece {
+                    hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+                }
+            })?;
+            *state.last_head.lock().unwrap() = head.clone();
+            let text = format!("bytes={n} fnv={hash:016x}");
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            )?;
+            continue;
+        }
+        let mut body = Vec::new();
+        read_body(&mut reader, len, chunked, |piece| {
+            body.extend_from_slice(piece)
+        })?;
         if target == "/health" {
             state.health_hits.fetch_add(1, Ordering::SeqCst);
             let ok = state.health_ok.load(Ordering::SeqCst);
@@ -326,4 +349,47 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::Instant::now()) | 1
+}
+
+/// Read a request body of `len` bytes, or a chunked one, handing it over piece by piece.
+fn read_body(
+    reader: &mut BufReader<TcpStream>,
+    len: usize,
+    chunked: bool,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut copy = |reader: &mut BufReader<TcpStream>, mut left: usize| {
+        while left > 0 {
+            let n = reader.read(&mut buf[..left.min(64 * 1024)])?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            each(&buf[..n]);
+            left -= n;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    if !chunked {
+        return copy(reader, len);
+    }
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let size = line.trim_end().split(';').next().unwrap_or("");
+        let size = usize::from_str_radix(size.trim(), 16)
+            .map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+        if size == 0 {
+            // Trailers, then the empty line.
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+                    return Ok(());
+                }
+            }
+        }
+        copy(reader, size)?;
+        let mut crlf = [0u8; 2];
+        reader.read_exact(&mut crlf)?;
+    }
 }

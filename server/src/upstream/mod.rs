@@ -7,6 +7,7 @@ mod body;
 pub mod config;
 mod health;
 mod pool;
+mod send_body;
 mod service;
 mod state;
 mod tunnel;

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
+use super::send_body::{BodyFail, StreamedBody};
 use super::state::ActiveGuard;
 use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
@@ -32,9 +33,12 @@ enum Fail {
     },
     ReadTimeout,
     Protocol(&'static str),
-    /// A pooled connection the upstream closed after a non-idempotent request was written to
-    /// it: not retried (it may have been processed), and not a failure of the server.
+    /// A pooled connection the upstream closed after a request that cannot be replayed (not
+    /// idempotent, or its streamed body was sent) was written to it: not retried (it may have
+    /// been processed), and not a failure of the server.
     Closed(Box<Fail>),
+    /// The client's streamed body could not be read: not the server's fault.
+    ClientBody(String),
 }
 
 impl Fail {
@@ -62,6 +66,7 @@ impl Fail {
     fn status(&self) -> u16 {
         match self {
             Fail::ConnectTimeout | Fail::SendTimeout | Fail::ReadTimeout => 504,
+            Fail::ClientBody(_) => 400,
             _ => 502,
         }
     }
@@ -77,9 +82,10 @@ impl Fail {
             Fail::ReadTimeout => "timed out waiting for the response".into(),
             Fail::Protocol(m) => format!("invalid response: {m}"),
             Fail::Closed(f) => format!(
-                "the kept-alive connection was closed ({}); not retried: the method is not idempotent",
+                "the kept-alive connection was closed ({}); not retried: the request may have been processed",
                 f.describe()
             ),
+            Fail::ClientBody(m) => format!("the request body could not be read: {m}"),
         }
     }
 }
@@ -98,10 +104,11 @@ pub async fn request(
 ) -> Result<Response, UpstreamError> {
     let safe = idempotent(req.method.as_str());
     let client_ip = req.client_ip.to_string();
-    let encoded = Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
-        status: 500,
-        message: format!("backend `{}`: {m}", backend.name).into(),
-    })?;
+    let (encoded, mut streamed) =
+        Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
+            status: 500,
+            message: format!("backend `{}`: {m}", backend.name).into(),
+        })?;
     let tries = (backend.retries as usize + 1).min(backend.servers.len());
     let mut tried: Vec<usize> = Vec::with_capacity(tries);
     let mut last: Option<(usize, Fail)> = None;
@@ -111,17 +118,17 @@ pub async fn request(
         };
         tried.push(i);
         let server = &backend.servers[i];
-        match attempt(backend, i, &encoded, safe).await {
+        match attempt(backend, i, &encoded, &mut streamed, safe).await {
             Ok(resp) => return Ok(resp),
             Err(fail) => {
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
-                let counts = !matches!(fail, Fail::Closed(_));
+                let counts = !matches!(fail, Fail::Closed(_) | Fail::ClientBody(_));
                 if counts && server.record_failure(backend.max_fails, backend.fail_timeout) {
                     tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?}", backend.fail_timeout);
                 }
                 let retry = match fail {
-                    Fail::Protocol(_) | Fail::Closed(_) => false,
-                    ref f => safe || !f.reached_upstream(),
+                    Fail::Protocol(_) | Fail::Closed(_) | Fail::ClientBody(_) => false,
+                    ref f => !f.reached_upstream() || (safe && replayable(&streamed)),
                 };
                 last = Some((i, fail));
                 if !retry {
@@ -148,6 +155,11 @@ pub async fn request(
     })
 }
 
+/// A streamed body can be sent again until a piece of it was taken from the client.
+fn replayable(streamed: &Option<StreamedBody>) -> bool {
+    streamed.as_ref().is_none_or(|b| !b.started)
+}
+
 /// One server: a pooled connection first, else a new one. A pooled connection the upstream
 /// closed is replaced by a new one once: for any request when nothing was sent on it, for
 /// idempotent ones when no byte of a response came (as Go's `net/http` transport does).
@@ -155,14 +167,15 @@ async fn attempt(
     backend: &Arc<Backend>,
     i: usize,
     req: &Encoded,
+    streamed: &mut Option<StreamedBody>,
     safe: bool,
 ) -> Result<Response, Fail> {
     let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
     if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
-        match exchange(backend, stream, req, &server.name).await {
+        match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => return Ok(respond(backend, i, req, x, guard)),
-            Err(f) if f.stale() && (safe || !f.reached_upstream()) => {
+            Err(f) if f.stale() && (!f.reached_upstream() || (safe && replayable(streamed))) => {
                 tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
             }
             Err(f) if f.stale() => return Err(Fail::Closed(Box::new(f))),
@@ -170,7 +183,7 @@ async fn attempt(
         }
     }
     let stream = connect(server.addr, backend.connect_timeout).await?;
-    let x = exchange(backend, stream, req, &server.name).await?;
+    let x = exchange(backend, stream, req, streamed, &server.name).await?;
     Ok(respond(backend, i, req, x, guard))
 }
 
@@ -194,6 +207,7 @@ async fn exchange(
     backend: &Backend,
     mut stream: TcpStream,
     req: &Encoded,
+    streamed: &mut Option<StreamedBody>,
     host: &str,
 ) -> Result<Exchanged, Fail> {
     let bytes = req.for_server(host);
@@ -210,6 +224,17 @@ async fn exchange(
     tokio::time::timeout(backend.send_timeout, send)
         .await
         .map_err(|_| Fail::SendTimeout)??;
+    if let Some(body) = streamed {
+        // Read from the client only now, so that `100 Continue` goes out once the upstream
+        // connection is there to take the body.
+        body.send(&mut stream, backend.send_timeout)
+            .await
+            .map_err(|f| match f {
+                BodyFail::Client(m) => Fail::ClientBody(m),
+                BodyFail::Upstream(e) => Fail::Send(e),
+                BodyFail::Timeout => Fail::SendTimeout,
+            })?;
+    }
     let mut buf = Vec::with_capacity(8 * 1024);
     let mut got_bytes = false;
     loop {
