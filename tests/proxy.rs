@@ -467,6 +467,74 @@ fn expect_100_continue_waits_for_the_upstream_connection() {
 }
 
 #[test]
+fn upstream_health_in_status() {
+    let live = Upstream::start("live");
+    let dead = Upstream::start("dead");
+    dead.kill();
+    let srv = Arc::new(Server::start(&format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}, {{"so": "status"}}],
+  "backends": {{"b": {{"servers": {}, "max_fails": 1, "fail_timeout": 1}}}},
+  "routing": [
+    {{"prefix": "/status", "handler": "status"}},
+    {{"prefix": "/app", "handler": "http_proxy", "backend": "b", "uri": "/"}},
+  ]
+}}"#,
+        servers_json(&[&live, &dead], &[1, 1])
+    )));
+    let servers = |srv: &Server| -> Vec<serde_json::Value> {
+        let r = srv.get("/status?format=json");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["upstreams"].as_array().unwrap().clone()
+    };
+    let before = servers(&srv);
+    assert_eq!(before.len(), 2);
+    assert_eq!(before[0]["state"], "up");
+    assert_eq!(before[1]["state"], "up");
+    for _ in 0..4 {
+        assert_eq!(get(&srv, "/app/x").status, 200);
+    }
+    let after = servers(&srv);
+    let (l, d) = (&after[0], &after[1]);
+    assert_eq!(
+        (l["backend"].as_str(), l["server"].as_str()),
+        (Some("b"), Some(live.address().as_str()))
+    );
+    assert_eq!(l["state"], "up");
+    assert!(l["responses"].as_u64().unwrap() >= 4, "{l}");
+    assert!(l["response_ms"].as_f64().unwrap() > 0.0, "{l}");
+    assert_eq!(d["state"], "ejected", "{d}");
+    assert_eq!(d["fails"], 1, "{d}");
+    assert_eq!(d["responses"], 0, "{d}");
+    // A request in flight.
+    let slow = {
+        let srv = srv.clone();
+        std::thread::spawn(move || get(&srv, "/app/sleep").status)
+    };
+    wait_for("the request in flight", Duration::from_secs(5), || {
+        servers(&srv)[0]["in_flight"] == 1
+    });
+    let text = srv.get("/status").text();
+    let line = format!("Upstream b {}: up in_flight=1 ", live.address());
+    assert!(text.contains(&line), "{text}");
+    assert_eq!(slow.join().unwrap(), 200);
+    // fail_timeout is over: the next request to it is the probe.
+    wait_for("the ejection to end", Duration::from_secs(5), || {
+        servers(&srv)[1]["state"] == "checking"
+    });
+    let prom = srv.get("/status?format=prometheus").text();
+    let labels = format!("backend=\"b\",server=\"{}\"", dead.address());
+    for line in [
+        format!("osprey_upstream_state{{{labels},state=\"checking\"}} 1"),
+        format!("osprey_upstream_state{{{labels},state=\"up\"}} 0"),
+        format!("osprey_upstream_fails_total{{{labels}}} 1"),
+        format!("osprey_upstream_in_flight{{{labels}}} 0"),
+    ] {
+        assert!(prom.contains(&line), "{line} missing from\n{prom}");
+    }
+}
+
+#[test]
 fn strict_upstream_parsing() {
     let up = Upstream::start("u1");
     let srv = Server::start(&proxy_config(&format!(

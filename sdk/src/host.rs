@@ -9,7 +9,7 @@ use abi_stable::{
 };
 use async_ffi::LocalFfiFuture;
 
-use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
+use crate::upstream::{BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
 #[repr(u8)]
@@ -46,6 +46,8 @@ pub struct Host {
     /// Add to a counter by id.
     #[sabi(last_prefix_field)]
     pub counter_add: extern "C" fn(id: u32, delta: u64),
+    /// Every upstream server of the current configuration's backends (see [`upstream_health`]).
+    pub upstream_health: extern "C" fn() -> RVec<ServerHealth>,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -126,6 +128,14 @@ pub fn log(level: Level, message: &str) {
 pub fn backend(name: &str) -> Option<BackendId> {
     let (host, _) = HOST.get()?;
     (host.backend())(RStr::from_str(name)).into_option()
+}
+
+/// The state of every upstream server of the current configuration's backends, in the order
+/// of the configuration; empty before the module is initialised.
+pub fn upstream_health() -> Vec<ServerHealth> {
+    HOST.get()
+        .map(|(host, _)| (host.upstream_health())().into_vec())
+        .unwrap_or_default()
 }
 
 /// Send `request` to `backend` through the host's upstream service. Await it only on the

@@ -43,7 +43,9 @@ pub use response::{
     Body, BodyStream, FileRange, HeaderPair, HeaderText, OpenFile, Response, StreamBox,
 };
 pub use tunnel::{Tunnel, TunnelBox};
-pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
+pub use upstream::{
+    BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest, UpstreamState,
+};
 
 /// Re-exported so modules need no direct dependency on these crates.
 pub use abi_stable;

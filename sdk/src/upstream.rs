@@ -54,3 +54,50 @@ pub struct UpstreamError {
 /// status and end-to-end headers, with a body that streams from the upstream connection
 /// (its length is known when the upstream sent `Content-Length`).
 pub type UpstreamFuture = LocalFfiFuture<RResult<Response, UpstreamError>>;
+
+/// Where an upstream server stands, as the balancer sees it.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamState {
+    /// In service.
+    Up,
+    /// Its active health checks say it is down.
+    Down,
+    /// Passively ejected (`max_fails` failures), for `fail_timeout`.
+    Ejected,
+    /// Its ejection is over: the next request to it is the probe that decides.
+    Checking,
+}
+
+impl UpstreamState {
+    /// `up`, `down`, `ejected`, `checking`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamState::Up => "up",
+            UpstreamState::Down => "down",
+            UpstreamState::Ejected => "ejected",
+            UpstreamState::Checking => "checking",
+        }
+    }
+}
+
+/// One upstream server of a backend of the current configuration, for the status page
+/// ([`host::upstream_health`](crate::host::upstream_health)).
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct ServerHealth {
+    /// The backend's name in `backends`.
+    pub backend: RString,
+    /// The server's address as configured.
+    pub server: RString,
+    /// Its state now.
+    pub state: UpstreamState,
+    /// Requests in flight to it, over every network thread.
+    pub in_flight: u64,
+    /// Responses it gave since start (or since its backend was last changed by a reload).
+    pub responses: u64,
+    /// Failed attempts since then (connect errors, timeouts, invalid responses, ...).
+    pub fails: u64,
+    /// Time to its response heads, a moving average in microseconds (0 before the first).
+    pub response_us: u64,
+}

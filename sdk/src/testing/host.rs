@@ -44,10 +44,15 @@ pub fn install() {
             stats,
             counter,
             counter_add,
+            upstream_health,
         }
         .leak_into_prefix();
         crate::host::install(host, "test");
     });
+}
+
+extern "C" fn upstream_health() -> abi_stable::std_types::RVec<crate::upstream::ServerHealth> {
+    abi_stable::std_types::RVec::new()
 }
 
 /// Forget this thread's logs, counters, backends and upstream script.

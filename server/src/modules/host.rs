@@ -37,6 +37,7 @@ pub fn host() -> HostRef {
             stats,
             counter,
             counter_add,
+            upstream_health: crate::upstream::host_upstream_health,
         }
         .leak_into_prefix()
     })

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_ffi::LocalFfiFuture;
-use osprey_sdk::abi_stable::std_types::{ROption, RResult, RStr};
+use osprey_sdk::abi_stable::std_types::{ROption, RResult, RStr, RVec};
 use osprey_sdk::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 use config::{BackendSpec, Balance, HealthCheckConfig};
@@ -206,4 +206,18 @@ pub extern "C" fn host_upstream_request(
         };
         service::request(&b, request).await.into()
     })
+}
+
+/// Host service: every server of the current configuration's backends, for the status page.
+pub extern "C" fn host_upstream_health() -> RVec<osprey_sdk::ServerHealth> {
+    let now = state::now_ms();
+    crate::reload::current()
+        .map(|s| {
+            s.backends
+                .0
+                .iter()
+                .flat_map(|b| b.servers.iter().map(|srv| srv.health(&b.name, now)))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -172,9 +172,13 @@ async fn attempt(
 ) -> Result<Response, Fail> {
     let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
+    let began = std::time::Instant::now();
     if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
         match exchange(backend, stream, req, streamed, &server.name).await {
-            Ok(x) => return Ok(respond(backend, i, req, x, guard)),
+            Ok(x) => {
+                server.record_response(began.elapsed());
+                return Ok(respond(backend, i, req, x, guard));
+            }
             Err(f) if f.stale() && (!f.reached_upstream() || (safe && replayable(streamed))) => {
                 tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
             }
@@ -184,6 +188,7 @@ async fn attempt(
     }
     let stream = connect(server.addr, backend.connect_timeout).await?;
     let x = exchange(backend, stream, req, streamed, &server.name).await?;
+    server.record_response(began.elapsed());
     Ok(respond(backend, i, req, x, guard))
 }
 

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use osprey_sdk::UpstreamState;
+
 /// Milliseconds since the first call (a monotonic clock that fits an atomic).
 pub fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
@@ -25,6 +27,11 @@ pub struct ServerState {
     fails: AtomicU32,
     /// Ejected until this `now_ms()`.
     down_until: AtomicU64,
+    /// For the status page: responses, failed attempts, and the moving average of the time to
+    /// a response head.
+    responses: AtomicU64,
+    fails_total: AtomicU64,
+    response_us: AtomicU64,
 }
 
 impl ServerState {
@@ -37,6 +44,46 @@ impl ServerState {
             healthy: AtomicBool::new(true),
             fails: AtomicU32::new(0),
             down_until: AtomicU64::new(0),
+            responses: AtomicU64::new(0),
+            fails_total: AtomicU64::new(0),
+            response_us: AtomicU64::new(0),
+        }
+    }
+
+    /// A response head came `took` after the attempt began: counted, and averaged (weight 1/8,
+    /// as TCP's smoothed RTT; concurrent updates may lose one sample, which is harmless).
+    pub fn record_response(&self, took: Duration) {
+        let sample = took.as_micros().min(u64::MAX as u128) as u64;
+        let n = self.responses.fetch_add(1, Ordering::Relaxed);
+        let old = self.response_us.load(Ordering::Relaxed);
+        let new = if n == 0 {
+            sample
+        } else {
+            (old * 7 + sample) / 8
+        };
+        self.response_us.store(new, Ordering::Relaxed);
+    }
+
+    /// What the status page shows.
+    pub fn health(&self, backend: &str, now: u64) -> osprey_sdk::ServerHealth {
+        let until = self.down_until.load(Ordering::Relaxed);
+        let state = if !self.is_healthy() {
+            UpstreamState::Down
+        } else if until == 0 {
+            UpstreamState::Up
+        } else if now < until {
+            UpstreamState::Ejected
+        } else {
+            UpstreamState::Checking
+        };
+        osprey_sdk::ServerHealth {
+            backend: backend.into(),
+            server: self.name.as_str().into(),
+            state,
+            in_flight: self.active.load(Ordering::Relaxed) as u64,
+            responses: self.responses.load(Ordering::Relaxed),
+            fails: self.fails_total.load(Ordering::Relaxed),
+            response_us: self.response_us.load(Ordering::Relaxed),
         }
     }
 
@@ -78,6 +125,7 @@ impl ServerState {
     /// A request failed on this server. Returns true when this failure takes it out of service
     /// (a failed probe or a failure while every server is ejected keeps it out, silently).
     pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        self.fails_total.fetch_add(1, Ordering::Relaxed);
         let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if fails < max_fails {
             return false;
@@ -157,5 +205,26 @@ mod tests {
         // The probe fails: out again at once, without three new failures.
         s.record_failure(3, t);
         assert!(!s.available(now_ms() + 1000));
+    }
+
+    #[test]
+    fn health_names_the_state_and_averages_response_times() {
+        let t = Duration::from_secs(60);
+        let s = ServerState::new("127.0.0.1:1".parse().unwrap(), "x".into(), 1);
+        let now = now_ms();
+        assert_eq!(s.health("b", now).state, UpstreamState::Up);
+        s.record_response(Duration::from_micros(800));
+        s.record_response(Duration::from_micros(1600));
+        let h = s.health("b", now);
+        assert_eq!((h.responses, h.response_us), (2, 900));
+        s.record_failure(1, t);
+        let h = s.health("b", now_ms());
+        assert_eq!((h.state, h.fails), (UpstreamState::Ejected, 1));
+        assert_eq!(
+            s.health("b", now_ms() + 61_000).state,
+            UpstreamState::Checking
+        );
+        s.set_healthy(false);
+        assert_eq!(s.health("b", now_ms()).state, UpstreamState::Down);
     }
 }
