@@ -506,6 +506,7 @@ fn upstream_health_in_status() {
     assert_eq!(d["state"], "ejected", "{d}");
     assert_eq!(d["fails"], 1, "{d}");
     assert_eq!(d["responses"], 0, "{d}");
+    assert_eq!(d["address"].as_str(), Some(dead.address().as_str()));
     // A request in flight.
     let slow = {
         let srv = srv.clone();
@@ -532,6 +533,57 @@ fn upstream_health_in_status() {
     ] {
         assert!(prom.contains(&line), "{line} missing from\n{prom}");
     }
+}
+
+/// A server that sees `hosts` as its /etc/hosts (a private mount namespace), so that a test
+/// can change what a name resolves to.
+fn start_with_hosts(config: &str, hosts: &std::path::Path) -> Server {
+    let script = format!("mount --bind {} /etc/hosts && exec \"$@\"", hosts.display());
+    Server::start_custom(
+        config,
+        &["unshare", "-rm", "sh", "-c", &script, "sh"],
+        2,
+        &[],
+    )
+}
+
+#[test]
+fn names_are_re_resolved_without_a_reload() {
+    let dir = common::TempDir::new("proxy-dns");
+    let hosts = dir.write("hosts", "127.0.0.1 osprey-up\n");
+    let one = Upstream::start_on("one", "127.0.0.1:0");
+    // Same port, the other loopback address: where the name moves.
+    let _two = Upstream::start_on("two", &format!("127.0.0.2:{}", one.port));
+    let config = |interval: &str| {
+        proxy_config(&format!(
+            r#"{{"connect": "osprey-up:{}", "resolve_interval": {interval}}}"#,
+            one.port
+        ))
+    };
+    let served_by = |srv: &Server| get(srv, "/x").header("x-upstream").map(str::to_owned);
+    // On the interval.
+    let srv = start_with_hosts(&config("0.3"), &hosts);
+    assert_eq!(served_by(&srv).as_deref(), Some("one"));
+    std::fs::write(&hosts, "127.0.0.2 osprey-up\n").unwrap();
+    wait_for("the new address", Duration::from_secs(5), || {
+        served_by(&srv).as_deref() == Some("two")
+    });
+    assert!(
+        srv.log_text().contains("address changed from 127.0.0.1"),
+        "{}",
+        srv.log_text()
+    );
+    drop(srv);
+    // On a failed connect, long before the interval.
+    std::fs::write(&hosts, "127.0.0.1 osprey-up\n").unwrap();
+    let srv = start_with_hosts(&config("3600"), &hosts);
+    assert_eq!(served_by(&srv).as_deref(), Some("one"));
+    std::fs::write(&hosts, "127.0.0.2 osprey-up\n").unwrap();
+    one.kill();
+    assert_eq!(get(&srv, "/x").status, 502);
+    wait_for("the new address", Duration::from_secs(5), || {
+        served_by(&srv).as_deref() == Some("two")
+    });
 }
 
 #[test]

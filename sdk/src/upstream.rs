@@ -90,6 +90,8 @@ pub struct ServerHealth {
     pub backend: RString,
     /// The server's address as configured.
     pub server: RString,
+    /// The address it is reached at now (a name's current resolution).
+    pub address: RString,
     /// Its state now.
     pub state: UpstreamState,
     /// Requests in flight to it, over every network thread.

@@ -47,6 +47,7 @@ pub struct State {
 }
 
 pub struct Upstream {
+    pub ip: std::net::IpAddr,
     pub port: u16,
     pub state: Arc<State>,
     accept: Mutex<Option<JoinHandle<()>>>,
@@ -54,9 +55,16 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start(name: &str) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Upstream::start_on(name, "127.0.0.1:0")
+    }
+
+    /// Listening on `addr` (`ip:port`; port 0 picks one).
+    pub fn start_on(name: &str, addr: &str) -> Upstream {
+        let listener = TcpListener::bind(addr).unwrap();
+        let ip = listener.local_addr().unwrap().ip();
         let port = listener.local_addr().unwrap().port();
         let up = Upstream {
+            ip,
             port,
             state: Arc::new(State {
                 name: name.to_owned(),
@@ -80,7 +88,7 @@ impl Upstream {
     }
 
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
     pub fn hits(&self) -> usize {
@@ -134,7 +142,7 @@ impl Upstream {
 
     /// Listen again on the same port.
     pub fn restart(&self) {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).unwrap();
+        let listener = TcpListener::bind((self.ip, self.port)).unwrap();
         self.serve(listener);
     }
 }

@@ -152,6 +152,7 @@ fn json(s: &Stats, ups: &[ServerHealth]) -> String {
             json!({
                 "backend": u.backend.as_str(),
                 "server": u.server.as_str(),
+                "address": u.address.as_str(),
                 "state": u.state.name(),
                 "in_flight": u.in_flight,
                 "responses": u.responses,

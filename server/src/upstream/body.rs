@@ -85,7 +85,14 @@ impl UpstreamBody {
         self.guard = None;
         if let Some(stream) = self.stream.take() {
             if self.keep_alive && self.buf.is_empty() {
-                pool::put(self.backend.id, self.server, stream, self.backend.keepalive);
+                let generation = self.backend.servers[self.server].generation();
+                pool::put(
+                    self.backend.id,
+                    self.server,
+                    stream,
+                    self.backend.keepalive,
+                    generation,
+                );
             }
         }
     }

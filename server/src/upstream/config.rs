@@ -46,12 +46,16 @@ pub struct BackendConfig {
     /// a server that answers is working).
     #[serde(default)]
     pub fail_on_5xx: bool,
+    /// Seconds between lookups of server names (IP addresses are never looked up); a failed
+    /// connect looks the name up at once too.
+    #[serde(default = "default_resolve_interval")]
+    pub resolve_interval: f64,
 }
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// `host:port`; resolved once when the configuration is read.
+    /// `host:port`; resolved when the configuration is read, then every `resolve_interval`.
     pub address: String,
     #[serde(default = "default_weight")]
     pub weight: u32,
@@ -109,6 +113,9 @@ fn default_max_fails() -> u32 {
 }
 fn default_fail_timeout() -> f64 {
     10.0
+}
+fn default_resolve_interval() -> f64 {
+    30.0
 }
 fn default_weight() -> u32 {
     1
@@ -170,6 +177,7 @@ pub fn check(name: &str, b: &BackendConfig) -> Result<BackendSpec, (&'static str
         ("read_timeout", b.read_timeout),
         ("send_timeout", b.send_timeout),
         ("fail_timeout", b.fail_timeout),
+        ("resolve_interval", b.resolve_interval),
     ] {
         if !positive(v) {
             return Err((

@@ -7,10 +7,12 @@ mod body;
 pub mod config;
 mod health;
 mod pool;
+mod resolve;
 mod send_body;
 mod service;
 mod state;
 mod tunnel;
+mod upkeep;
 mod wire;
 
 use std::cell::RefCell;
@@ -47,6 +49,10 @@ pub struct Backend {
     health_check: Option<HealthCheckConfig>,
     /// Its health checks have been started.
     checked: AtomicBool,
+    /// Seconds between lookups of its servers' names.
+    resolve_interval: Duration,
+    /// Its names are being re-resolved.
+    resolving: AtomicBool,
     /// What it was built from: a reload keeps a backend whose spec is unchanged.
     spec: BackendSpec,
 }
@@ -79,6 +85,8 @@ impl Backend {
             fail_on_5xx: c.fail_on_5xx,
             health_check: c.health_check.clone(),
             checked: AtomicBool::new(false),
+            resolve_interval: secs(c.resolve_interval),
+            resolving: AtomicBool::new(false),
             spec: spec.clone(),
         }
     }
@@ -131,9 +139,11 @@ impl Backends {
         self.0.iter().find(|b| b.name == name)
     }
 
-    /// Start the active health checks of the backends that have them and are not checked yet.
+    /// Start the background work of backends new in this configuration: active health
+    /// checks, and the re-resolution of server names.
     pub fn start_health_checks(&self) {
         health::start(&self.0);
+        resolve::start(&self.0);
     }
 
     /// Run `build` (which builds the handlers) with these backends as the ones modules find

@@ -11,6 +11,9 @@ use tokio::net::TcpStream;
 struct Idle {
     stream: TcpStream,
     since: Instant,
+    /// The server's address generation when it was put (a moved server's old connections are
+    /// not reused).
+    generation: u64,
 }
 
 /// A thread's idle connections by (backend id, server index).
@@ -37,13 +40,14 @@ thread_local! {
     static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
-/// The most recently used live connection to server `server` of backend `backend`.
-pub fn take(backend: u32, server: usize, max_idle: Duration) -> Option<TcpStream> {
+/// The most recently used live connection to server `server` of backend `backend` at its
+/// address of `generation`.
+pub fn take(backend: u32, server: usize, max_idle: Duration, generation: u64) -> Option<TcpStream> {
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
         let list = pools.list(backend, server);
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < max_idle && still_open(&c.stream) {
+            if c.generation == generation && c.since.elapsed() < max_idle && still_open(&c.stream) {
                 return Some(c.stream);
             }
         }
@@ -52,7 +56,7 @@ pub fn take(backend: u32, server: usize, max_idle: Duration) -> Option<TcpStream
 }
 
 /// Keep a connection whose response was read completely; at most `limit` per server.
-pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize) {
+pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize, generation: u64) {
     if limit == 0 {
         return;
     }
@@ -65,6 +69,7 @@ pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize) {
         list.push(Idle {
             stream,
             since: Instant::now(),
+            generation,
         });
     })
 }

@@ -173,7 +173,8 @@ async fn attempt(
     let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
     let began = std::time::Instant::now();
-    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
+    let generation = server.generation();
+    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout, generation) {
         match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => {
                 server.record_response(began.elapsed());
@@ -186,7 +187,13 @@ async fn attempt(
             Err(f) => return Err(f),
         }
     }
-    let stream = connect(server.addr, backend.connect_timeout).await?;
+    let stream = match connect(server.addr(), backend.connect_timeout).await {
+        Ok(stream) => stream,
+        Err(f) => {
+            super::resolve::after_connect_failure(&backend.name, &server);
+            return Err(f);
+        }
+    };
     let x = exchange(backend, stream, req, streamed, &server.name).await?;
     server.record_response(began.elapsed());
     Ok(respond(backend, i, req, x, guard))
@@ -315,7 +322,13 @@ fn respond(
     match head.framing {
         UpstreamFraming::None | UpstreamFraming::Length(0) => {
             if head.keep_alive && rest.is_empty() {
-                pool::put(backend.id, i, stream, backend.keepalive);
+                pool::put(
+                    backend.id,
+                    i,
+                    stream,
+                    backend.keepalive,
+                    server.generation(),
+                );
             }
             drop(guard);
             if req.head_request {

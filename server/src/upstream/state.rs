@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use osprey_sdk::UpstreamState;
@@ -15,9 +15,16 @@ pub fn now_ms() -> u64 {
 }
 
 pub struct ServerState {
-    pub addr: SocketAddr,
+    /// Where it is now (a named server's address may change: see `resolve`).
+    addr: Mutex<SocketAddr>,
     /// The address as configured (also the default `Host` header).
     pub name: String,
+    /// `name`'s host is a name, not an IP address: it is re-resolved.
+    pub named: bool,
+    /// `now_ms()` of its last lookup after a failed connect (0: none yet).
+    pub resolved_ms: AtomicU64,
+    /// Bumped when the address changes.
+    generation: AtomicU64,
     pub weight: u32,
     /// Requests in flight, on every thread.
     pub active: AtomicUsize,
@@ -36,9 +43,18 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(addr: SocketAddr, name: String, weight: u32) -> ServerState {
+        let host = name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h);
+        let named = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_err();
         ServerState {
-            addr,
+            addr: Mutex::new(addr),
             name,
+            named,
+            resolved_ms: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             weight,
             active: AtomicUsize::new(0),
             healthy: AtomicBool::new(true),
@@ -48,6 +64,21 @@ impl ServerState {
             fails_total: AtomicU64::new(0),
             response_us: AtomicU64::new(0),
         }
+    }
+
+    /// The address to connect to.
+    pub fn addr(&self) -> SocketAddr {
+        *self.addr.lock().unwrap()
+    }
+
+    /// Move the server; its pooled connections to the old address are dropped as they come up.
+    pub fn set_addr(&self, addr: SocketAddr) {
+        *self.addr.lock().unwrap() = addr;
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// A response head came `took` after the attempt began: counted, and averaged (weight 1/8,
@@ -79,6 +110,7 @@ impl ServerState {
         osprey_sdk::ServerHealth {
             backend: backend.into(),
             server: self.name.as_str().into(),
+            address: self.addr().to_string().into(),
             state,
             in_flight: self.active.load(Ordering::Relaxed) as u64,
             responses: self.responses.load(Ordering::Relaxed),
