@@ -2,6 +2,7 @@
 //! the test, which are killed, stalled and restarted while requests flow.
 
 mod common;
+mod tlskit;
 mod upstream;
 
 use std::io::Write;
@@ -586,6 +587,164 @@ fn names_are_re_resolved_without_a_reload() {
     });
 }
 
+/// A certificate for `localhost` that expired in 2021, written as PEM files.
+fn expired_cert(dir: &common::TempDir) -> tlskit::Cert {
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    tlskit::Cert {
+        cert: dir.write("expired.crt", cert.pem()),
+        key: dir.write("expired.key", key.serialize_pem()),
+        der: cert.der().to_vec(),
+        pem: cert.pem(),
+    }
+}
+
+#[test]
+fn tls_upstreams_are_verified_and_failures_say_why() {
+    let dir = common::TempDir::new("proxy-tls");
+    let good = tlskit::Cert::new(&dir, "good", &["localhost"]);
+    let other = tlskit::Cert::new(&dir, "other", &["localhost"]);
+    let expired = expired_cert(&dir);
+    let upstream_config =
+        r#"{"load": [{"so": "testkit"}], "routing": [{"prefix": "/echo", "handler": "echo"}]}"#;
+    let (_up, port) = tlskit::start_tls(upstream_config, &good);
+    let (_old, old_port) = tlskit::start_tls(upstream_config, &expired);
+    let backend =
+        |port: u16, tls: String| format!(r#"{{"connect": "127.0.0.1:{port}", "tls": {tls}}}"#);
+    let ca = |c: &tlskit::Cert| format!(r#""ca": "{}""#, c.cert_str());
+    let backends = [
+        (
+            "good",
+            backend(
+                port,
+                format!(r#"{{{}, "server_name": "localhost"}}"#, ca(&good)),
+            ),
+        ),
+        ("ip", backend(port, format!("{{{}}}", ca(&good)))),
+        (
+            "name",
+            backend(
+                port,
+                format!(r#"{{{}, "server_name": "other.example"}}"#, ca(&good)),
+            ),
+        ),
+        (
+            "untrusted",
+            backend(
+                port,
+                format!(r#"{{{}, "server_name": "localhost"}}"#, ca(&other)),
+            ),
+        ),
+        (
+            "expired",
+            backend(
+                old_port,
+                format!(r#"{{{}, "server_name": "localhost"}}"#, ca(&expired)),
+            ),
+        ),
+    ];
+    let config = format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}],
+  "backends": {{{}}},
+  "routing": [{}]
+}}"#,
+        backends
+            .iter()
+            .map(|(name, b)| format!(r#""{name}": {b}"#))
+            .collect::<Vec<_>>()
+            .join(",\n"),
+        backends
+            .iter()
+            .map(|(name, _)| format!(
+                r#"{{"prefix": "/{name}", "handler": "http_proxy", "backend": "{name}", "uri": "/echo"}}"#
+            ))
+            .collect::<Vec<_>>()
+            .join(",\n"),
+    );
+    let srv = Server::start(&config);
+    // Verified against the configured CA, with SNI `localhost`; kept alive.
+    for _ in 0..3 {
+        let r = get(&srv, "/good/x?a=1");
+        assert_eq!(r.status, 200, "{}\n{}", r.text(), srv.log_text());
+        assert_eq!(r.header("x-secure"), Some("1"), "{}", r.text());
+    }
+    // Each failure is a 502 and a log line with the reason.
+    for (path, reason) in [
+        ("/ip", "certificate not valid for name \"127.0.0.1\""),
+        ("/name", "certificate not valid for name \"other.example\""),
+        ("/untrusted", "invalid peer certificate"),
+        ("/expired", "certificate expired"),
+    ] {
+        let r = get(&srv, path);
+        assert_eq!(r.status, 502, "{path}: {}", r.text());
+        let log = srv.log_text();
+        let line = log
+            .lines()
+            .filter(|l| l.contains("TLS handshake failed"))
+            .filter(|l| l.contains(&format!("backend={}", &path[1..])))
+            .find(|l| l.contains(reason));
+        assert!(line.is_some(), "{path}: no `{reason}` in\n{log}");
+    }
+}
+
+#[test]
+fn tls_upstreams_present_a_client_certificate() {
+    let dir = common::TempDir::new("proxy-mtls");
+    let server = tlskit::Cert::new(&dir, "server", &["localhost"]);
+    let client = tlskit::Cert::new(&dir, "client", &["client.example"]);
+    let port = common::free_port();
+    // openssl's test server, asking for a client certificate issued by `client`'s CA.
+    let mut s_server = std::process::Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept", &port.to_string()])
+        .args(["-cert", server.cert_str(), "-key", server.key_str()])
+        .args([
+            "-Verify",
+            "1",
+            "-verify_return_error",
+            "-CAfile",
+            client.cert_str(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("openssl s_server", Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let tls = |extra: &str| {
+        format!(
+            r#"{{"connect": "127.0.0.1:{port}", "keepalive": 0, "tls": {{"ca": "{}", "server_name": "localhost"{extra}}}}}"#,
+            server.cert_str()
+        )
+    };
+    let srv = Server::start(&format!(
+        r#"{{
+  "load": [{{"so": "proxy"}}],
+  "backends": {{"with": {}, "without": {}}},
+  "routing": [
+    {{"prefix": "/with", "handler": "http_proxy", "backend": "with", "uri": "/"}},
+    {{"prefix": "/without", "handler": "http_proxy", "backend": "without", "uri": "/"}},
+  ]
+}}"#,
+        tls(&format!(
+            r#", "cert": "{}", "key": "{}""#,
+            client.cert_str(),
+            client.key_str()
+        )),
+        tls("")
+    ));
+    let r = get(&srv, "/with");
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), srv.log_text());
+    assert_eq!(get(&srv, "/without").status, 502);
+    let _ = s_server.kill();
+    let _ = s_server.wait();
+}
+
 #[test]
 fn strict_upstream_parsing() {
     let up = Upstream::start("u1");
@@ -960,6 +1119,16 @@ fn configuration_errors_are_located() {
     assert!(e.contains("unknown field `every`"), "{e}");
     let e = check("{\"load\": [{\"so\": \"proxy\"}], \"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\"}}, \"routing\": [{\"handler\": \"http_proxy\", \"backend\": \"b\", \"cache\": 1}]}");
     assert!(e.contains("cache"), "{e}");
+    let e = check(
+        "{\"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\",\n \"tls\": {\"ca\": \"/nonexistent/ca.pem\"}}}}",
+    );
+    assert!(
+        e.contains("c.json:1") && e.contains("backends.b.ca") && e.contains("/nonexistent/ca.pem"),
+        "{e}"
+    );
+    let e =
+        check("{\"backends\": {\"b\": {\"connect\": \"127.0.0.1:1\", \"resolve_interval\": 0}}}");
+    assert!(e.contains("backends.b.resolve_interval"), "{e}");
 }
 
 #[test]

@@ -50,6 +50,21 @@ pub struct BackendConfig {
     /// connect looks the name up at once too.
     #[serde(default = "default_resolve_interval")]
     pub resolve_interval: f64,
+    /// Speak TLS to the servers.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `backends.<name>.tls`.
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file of the CAs to trust; default: the system's.
+    pub ca: Option<String>,
+    /// The name sent as SNI and checked against the certificate; default: each server's host.
+    pub server_name: Option<String>,
+    /// A client certificate chain (PEM) and its key, to present when asked.
+    pub cert: Option<String>,
+    pub key: Option<String>,
 }
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]
@@ -139,6 +154,7 @@ pub struct BackendSpec {
     pub name: String,
     pub servers: Vec<(SocketAddr, String, u32)>,
     pub config: BackendConfig,
+    pub tls: Option<super::tls::TlsClient>,
 }
 
 /// Check one backend; the error names the offending key (relative to the backend).
@@ -212,10 +228,17 @@ pub fn check(name: &str, b: &BackendConfig) -> Result<BackendSpec, (&'static str
             ));
         }
     }
+    let tls = b
+        .tls
+        .as_ref()
+        .map(super::tls::TlsClient::new)
+        .transpose()
+        .map_err(|(key, m)| (key, format!("backend `{name}`: tls: {m}")))?;
     Ok(BackendSpec {
         name: name.to_owned(),
         servers,
         config: b.clone(),
+        tls,
     })
 }
 

@@ -36,17 +36,15 @@ async fn check_loop(backend: Weak<Backend>, index: usize, hc: HealthCheckConfig)
             return;
         };
         let server = backend.servers[index].clone();
-        let result = match tokio::time::timeout(
-            timeout,
-            super::service::check(server.addr(), &server.name, &hc.path),
-        )
-        .await
-        {
-            Ok(Ok(status)) if (200..400).contains(&status) => Ok(()),
-            Ok(Ok(status)) => Err(format!("status {status}")),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err("timed out".into()),
-        };
+        let result =
+            match tokio::time::timeout(timeout, super::service::check(&backend, &server, &hc.path))
+                .await
+            {
+                Ok(Ok(status)) if (200..400).contains(&status) => Ok(()),
+                Ok(Ok(status)) => Err(format!("status {status}")),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err("timed out".into()),
+            };
         match result {
             Ok(()) => {
                 fails = 0;

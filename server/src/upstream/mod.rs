@@ -5,12 +5,14 @@
 mod balance;
 mod body;
 pub mod config;
+mod conn;
 mod health;
 mod pool;
 mod resolve;
 mod send_body;
 mod service;
 mod state;
+mod tls;
 mod tunnel;
 mod upkeep;
 mod wire;
@@ -49,6 +51,8 @@ pub struct Backend {
     health_check: Option<HealthCheckConfig>,
     /// Its health checks have been started.
     checked: AtomicBool,
+    /// Speak TLS to its servers.
+    tls: Option<tls::TlsClient>,
     /// Seconds between lookups of its servers' names.
     resolve_interval: Duration,
     /// Its names are being re-resolved.
@@ -85,6 +89,7 @@ impl Backend {
             fail_on_5xx: c.fail_on_5xx,
             health_check: c.health_check.clone(),
             checked: AtomicBool::new(false),
+            tls: spec.tls.clone(),
             resolve_interval: secs(c.resolve_interval),
             resolving: AtomicBool::new(false),
             spec: spec.clone(),

@@ -5,9 +5,9 @@
 use std::io;
 use std::time::Duration;
 
+use super::conn::Conn;
 use osprey_sdk::{next_chunk, StreamBox};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 pub struct StreamedBody {
     stream: StreamBox,
@@ -47,7 +47,7 @@ impl StreamedBody {
 
     /// Copy the body to `to`, each write within `limit`. Waiting for the client is bounded by
     /// the core's own body timeouts (the stream then fails).
-    pub async fn send(&mut self, to: &mut TcpStream, limit: Duration) -> Result<(), BodyFail> {
+    pub async fn send(&mut self, to: &mut Conn, limit: Duration) -> Result<(), BodyFail> {
         let mut sent = 0u64;
         let chunked = self.len.is_none();
         loop {
@@ -79,11 +79,14 @@ impl StreamedBody {
         if chunked {
             write(to, b"0\r\n\r\n", limit).await?;
         }
-        Ok(())
+        tokio::time::timeout(limit, to.flush())
+            .await
+            .map_err(|_| BodyFail::Timeout)?
+            .map_err(BodyFail::Upstream)
     }
 }
 
-async fn write(to: &mut TcpStream, bytes: &[u8], limit: Duration) -> Result<(), BodyFail> {
+async fn write(to: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), BodyFail> {
     tokio::time::timeout(limit, to.write_all(bytes))
         .await
         .map_err(|_| BodyFail::Timeout)?

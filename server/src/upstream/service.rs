@@ -3,15 +3,15 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
+use super::conn::Conn;
 use super::send_body::{BodyFail, StreamedBody};
-use super::state::ActiveGuard;
+use super::state::{ActiveGuard, ServerState};
 use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
 
@@ -21,6 +21,8 @@ enum Fail {
     /// The request never left: safe to retry anywhere.
     Connect(io::Error),
     ConnectTimeout,
+    /// The TLS handshake failed (an untrusted or expired certificate, a name mismatch...).
+    Tls(io::Error),
     /// Writing failed before the first byte left (the upstream had closed the connection):
     /// nothing was sent, so any method may be retried.
     NotSent(io::Error),
@@ -45,7 +47,7 @@ impl Fail {
     fn reached_upstream(&self) -> bool {
         !matches!(
             self,
-            Fail::Connect(_) | Fail::ConnectTimeout | Fail::NotSent(_)
+            Fail::Connect(_) | Fail::ConnectTimeout | Fail::Tls(_) | Fail::NotSent(_)
         )
     }
 
@@ -75,6 +77,7 @@ impl Fail {
         match self {
             Fail::Connect(e) => format!("connect failed: {e}"),
             Fail::ConnectTimeout => "connect timed out".into(),
+            Fail::Tls(e) => format!("TLS handshake failed: {e}"),
             Fail::NotSent(e) => format!("the connection was closed before the request: {e}"),
             Fail::Send(e) => format!("sending the request failed: {e}"),
             Fail::SendTimeout => "sending the request timed out".into(),
@@ -187,10 +190,12 @@ async fn attempt(
             Err(f) => return Err(f),
         }
     }
-    let stream = match connect(server.addr(), backend.connect_timeout).await {
+    let stream = match connect(backend, &server).await {
         Ok(stream) => stream,
         Err(f) => {
-            super::resolve::after_connect_failure(&backend.name, &server);
+            if !matches!(f, Fail::Tls(_)) {
+                super::resolve::after_connect_failure(&backend.name, &server);
+            }
             return Err(f);
         }
     };
@@ -199,17 +204,26 @@ async fn attempt(
     Ok(respond(backend, i, req, x, guard))
 }
 
-async fn connect(addr: std::net::SocketAddr, limit: Duration) -> Result<TcpStream, Fail> {
-    let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+/// A new connection to the server, TLS when the backend says so; the handshake is part of
+/// the connect (and of its timeout).
+async fn connect(backend: &Backend, server: &ServerState) -> Result<Conn, Fail> {
+    let connect = async {
+        let tcp = TcpStream::connect(server.addr())
+            .await
+            .map_err(Fail::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &backend.tls {
+            None => Ok(Conn::Plain(tcp)),
+            Some(tls) => tls.connect(tcp, &server.name).await.map_err(Fail::Tls),
+        }
+    };
+    tokio::time::timeout(backend.connect_timeout, connect)
         .await
         .map_err(|_| Fail::ConnectTimeout)?
-        .map_err(Fail::Connect)?;
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
 }
 
 struct Exchanged {
-    stream: TcpStream,
+    stream: Conn,
     head: RespHead,
     /// Body bytes read with the head.
     rest: Vec<u8>,
@@ -217,7 +231,7 @@ struct Exchanged {
 
 async fn exchange(
     backend: &Backend,
-    mut stream: TcpStream,
+    mut stream: Conn,
     req: &Encoded,
     streamed: &mut Option<StreamedBody>,
     host: &str,
@@ -231,7 +245,12 @@ async fn exchange(
             .write_all(&bytes[first..])
             .await
             .map_err(Fail::Send)?;
-        stream.write_all(req.large_body()).await.map_err(Fail::Send)
+        stream
+            .write_all(req.large_body())
+            .await
+            .map_err(Fail::Send)?;
+        // TLS: what the session still holds goes out now.
+        stream.flush().await.map_err(Fail::Send)
     };
     tokio::time::timeout(backend.send_timeout, send)
         .await
@@ -352,16 +371,26 @@ fn respond(
     resp
 }
 
-/// For the health checker: send `GET path` and return the status.
-pub async fn check(addr: std::net::SocketAddr, host: &str, path: &str) -> Result<u16, String> {
-    let mut stream = TcpStream::connect(addr)
+/// For the health checker: send `GET path` (over TLS when the backend speaks it) and return
+/// the status.
+pub async fn check(backend: &Backend, server: &ServerState, path: &str) -> Result<u16, String> {
+    let tcp = TcpStream::connect(server.addr())
         .await
         .map_err(|e| format!("connect failed: {e}"))?;
+    let mut stream = match &backend.tls {
+        None => Conn::Plain(tcp),
+        Some(tls) => tls
+            .connect(tcp, &server.name)
+            .await
+            .map_err(|e| format!("TLS handshake failed: {e}"))?,
+    };
+    let host = &server.name;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: osprey-health-check\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(req.as_bytes())
-        .await
-        .map_err(|e| format!("send failed: {e}"))?;
+    let send = async {
+        stream.write_all(req.as_bytes()).await?;
+        stream.flush().await
+    };
+    send.await.map_err(|e| format!("send failed: {e}"))?;
     let mut buf = Vec::with_capacity(4096);
     loop {
         if stream
