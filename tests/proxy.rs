@@ -343,6 +343,7 @@ fn streaming_config(up: &Upstream) -> String {
     {{"prefix": "/s", "handler": "http_proxy", "backend": "b", "uri": "/", "max_body_size": 2147483648}},
     {{"prefix": "/b", "handler": "http_proxy", "backend": "b", "uri": "/", "proxy_request_buffering": true}},
     {{"prefix": "/dead", "handler": "http_proxy", "backend": "dead", "uri": "/"}},
+    {{"prefix": "/small", "handler": "http_proxy", "backend": "b", "uri": "/", "max_body_size": 1000}},
   ]
 }}"#,
         up.address(),
@@ -432,6 +433,40 @@ fn chunked_bodies_stream_chunked_or_are_buffered_for_a_length() {
     assert_eq!(r.text(), expected);
     assert!(head.contains("\r\ncontent-length: 300000\r\n"), "{head}");
     assert!(!head.contains("transfer-encoding"), "{head}");
+}
+
+#[test]
+fn a_streamed_body_that_fails_midway_is_a_400_and_the_upstream_connection_is_dropped() {
+    let up = Upstream::start("sink");
+    let srv = Server::start(&streaming_config(&up));
+    // Chunked, passing the route's limit after part of it went upstream.
+    let mut wire =
+        b"POST /small/sink HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..3 {
+        wire.extend_from_slice(b"190\r\n");
+        wire.extend_from_slice(&[b'x'; 400]);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    let r = Response::parse(srv.raw(&wire).as_bytes());
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        srv.log_text()
+            .contains("the request body could not be read"),
+        "{}",
+        srv.log_text()
+    );
+    // The upstream got a cut body on a connection that is not reused; the next request works.
+    let r = Response::parse(
+        srv.raw(
+            b"POST /s/sink HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+        )
+        .as_bytes(),
+    );
+    assert_eq!(
+        r.text(),
+        format!("bytes=2 fnv={:016x}", fnv(b"ok", 0xcbf2_9ce4_8422_2325))
+    );
 }
 
 #[test]
