@@ -356,6 +356,22 @@ fn respond(
                 }
             }
         }
+        UpstreamFraming::Length(n) if rest.len() as u64 == n => {
+            // The whole body came with the head (the common small response): it goes on as
+            // bytes, which the core writes together with the head, and the connection is free
+            // at once — no stream, no body timer.
+            if head.keep_alive {
+                pool::put(
+                    backend.id,
+                    i,
+                    stream,
+                    backend.keepalive,
+                    server.generation(),
+                );
+            }
+            drop(guard);
+            resp.body = osprey_sdk::Body::Bytes(rest.into());
+        }
         framing => {
             resp.body_stream(UpstreamBody::new(
                 backend.clone(),
