@@ -12,7 +12,7 @@ use async_ffi::LocalFfiFuture;
 use crate::request::Request;
 use crate::subrequest::{ParentBox, SubrequestError, SubrequestFuture, SubrequestTarget};
 use crate::tcp::ConnectFuture;
-use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
+use crate::upstream::{BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 /// Severity of a log line.
 #[repr(u8)]
@@ -70,6 +70,8 @@ pub struct Host {
     /// dropped unpolled) when the caller is not on a network thread. See [`spawn`].
     #[sabi(missing_field(option))]
     pub spawn: extern "C" fn(task: LocalFfiFuture<()>) -> bool,
+    /// Every upstream server of the current configuration's backends (see [`upstream_health`]).
+    pub upstream_health: extern "C" fn() -> RVec<ServerHealth>,
 }
 
 /// The server's counters at one moment, summed over every network thread.
@@ -150,6 +152,14 @@ pub fn log(level: Level, message: &str) {
 pub fn backend(name: &str) -> Option<BackendId> {
     let (host, _) = HOST.get()?;
     (host.backend())(RStr::from_str(name)).into_option()
+}
+
+/// The state of every upstream server of the current configuration's backends, in the order
+/// of the configuration; empty before the module is initialised.
+pub fn upstream_health() -> Vec<ServerHealth> {
+    HOST.get()
+        .map(|(host, _)| (host.upstream_health())().into_vec())
+        .unwrap_or_default()
 }
 
 /// Send `request` to `backend` through the host's upstream service. Await it only on the

@@ -46,7 +46,9 @@ pub use response::{
 };
 pub use subrequest::{Composite, Fetch, Subrequest, SubrequestError};
 pub use tunnel::{Tunnel, TunnelBox};
-pub use upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
+pub use upstream::{
+    BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest, UpstreamState,
+};
 
 /// Re-exported so modules need no direct dependency on these crates.
 pub use abi_stable;

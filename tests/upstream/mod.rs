@@ -34,9 +34,20 @@ pub struct State {
     conns: Mutex<Vec<TcpStream>>,
     /// The last request head received (for `/echo`-style checks).
     pub last_head: Mutex<String>,
+    /// When not 0: an idle kept-alive connection is closed after this many milliseconds and a
+    /// random fraction of one more (a short keep-alive timeout), and one request in three that
+    /// comes on a kept-alive connection is dropped unread with it (the timeout fired just as it
+    /// came: the client sees a reset, and cannot know whether it was processed).
+    pub idle_close_ms: AtomicUsize,
+    /// Connections closed by that timeout, and requests dropped with their connection.
+    pub idle_closed: AtomicUsize,
+    pub dropped: AtomicUsize,
+    /// The bodies of the POST requests received.
+    pub posted: Mutex<Vec<Vec<u8>>>,
 }
 
 pub struct Upstream {
+    pub ip: std::net::IpAddr,
     pub port: u16,
     pub state: Arc<State>,
     accept: Mutex<Option<JoinHandle<()>>>,
@@ -44,9 +55,16 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start(name: &str) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Upstream::start_on(name, "127.0.0.1:0")
+    }
+
+    /// Listening on `addr` (`ip:port`; port 0 picks one).
+    pub fn start_on(name: &str, addr: &str) -> Upstream {
+        let listener = TcpListener::bind(addr).unwrap();
+        let ip = listener.local_addr().unwrap().ip();
         let port = listener.local_addr().unwrap().port();
         let up = Upstream {
+            ip,
             port,
             state: Arc::new(State {
                 name: name.to_owned(),
@@ -58,6 +76,10 @@ impl Upstream {
                 generation: AtomicUsize::new(0),
                 conns: Mutex::new(Vec::new()),
                 last_head: Mutex::new(String::new()),
+                idle_close_ms: AtomicUsize::new(0),
+                idle_closed: AtomicUsize::new(0),
+                dropped: AtomicUsize::new(0),
+                posted: Mutex::new(Vec::new()),
             }),
             accept: Mutex::new(None),
         };
@@ -66,7 +88,7 @@ impl Upstream {
     }
 
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
     pub fn hits(&self) -> usize {
@@ -120,7 +142,7 @@ impl Upstream {
 
     /// Listen again on the same port.
     pub fn restart(&self) {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).unwrap();
+        let listener = TcpListener::bind((self.ip, self.port)).unwrap();
         self.serve(listener);
     }
 }
@@ -134,7 +156,25 @@ impl Drop for Upstream {
 fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result<()> {
     let mut reader = BufReader::new(s.try_clone()?);
     let mut out = s;
-    loop {
+    let mut random = random_seed();
+    for served in 0usize.. {
+        let idle_close = state.idle_close_ms.load(Ordering::SeqCst) as u64;
+        if served > 0 && idle_close > 0 && reader.buffer().is_empty() {
+            random ^= random << 13;
+            random ^= random >> 7;
+            random ^= random << 17;
+            let wait = Duration::from_micros(idle_close * 1000 + random % 1000);
+            reader.get_ref().set_read_timeout(Some(wait))?;
+            if reader.fill_buf().is_err() {
+                state.idle_closed.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            if random.is_multiple_of(3) {
+                state.dropped.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            reader.get_ref().set_read_timeout(None)?;
+        }
         let mut head = String::new();
         loop {
             let mut line = String::new();
@@ -160,8 +200,31 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                     .then(|| v.trim().parse().ok())?
             })
             .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body)?;
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("\r\ntransfer-encoding: chunked\r\n");
+        if target == "/sink" {
+            // Any size: counted and hashed (FNV-1a), never held.
+            let (mut n, mut hash) = (0usize, 0xcbf2_9ce4_8422_2325u64);
+            read_body(&mut reader, len, chunked, |piece| {
+                n += piece.len();
+                for &b in piece {
+                    hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+                }
+            })?;
+            *state.last_head.lock().unwrap() = head.clone();
+            let text = format!("bytes={n} fnv={hash:016x}");
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            )?;
+            continue;
+        }
+        let mut body = Vec::new();
+        read_body(&mut reader, len, chunked, |piece| {
+            body.extend_from_slice(piece)
+        })?;
         if target == "/health" {
             state.health_hits.fetch_add(1, Ordering::SeqCst);
             let ok = state.health_ok.load(Ordering::SeqCst);
@@ -180,6 +243,9 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
         }
         state.hits.fetch_add(1, Ordering::SeqCst);
         *state.last_head.lock().unwrap() = head.clone();
+        if method == "POST" {
+            state.posted.lock().unwrap().push(body.clone());
+        }
         match state.mode.load(Ordering::SeqCst) {
             1 => {
                 while state.generation.load(Ordering::SeqCst) == generation {
@@ -283,5 +349,55 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
             }
         }
         out.flush()?;
+    }
+    Ok(())
+}
+
+/// A seed for the connection's xorshift (different per connection).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now()) | 1
+}
+
+/// Read a request body of `len` bytes, or a chunked one, handing it over piece by piece.
+fn read_body(
+    reader: &mut BufReader<TcpStream>,
+    len: usize,
+    chunked: bool,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut copy = |reader: &mut BufReader<TcpStream>, mut left: usize| {
+        while left > 0 {
+            let n = reader.read(&mut buf[..left.min(64 * 1024)])?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            each(&buf[..n]);
+            left -= n;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    if !chunked {
+        return copy(reader, len);
+    }
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let size = line.trim_end().split(';').next().unwrap_or("");
+        let size = usize::from_str_radix(size.trim(), 16)
+            .map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+        if size == 0 {
+            // Trailers, then the empty line.
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+                    return Ok(());
+                }
+            }
+        }
+        copy(reader, size)?;
+        let mut crlf = [0u8; 2];
+        reader.read_exact(&mut crlf)?;
     }
 }

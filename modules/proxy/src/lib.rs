@@ -8,10 +8,10 @@
 //! {"prefix": "/app", "handler": "http_proxy", "backend": "app", "uri": "/", "proxy_copy_host": true}
 //! ```
 
-use osprey_sdk::abi_stable::std_types::{RCowStr, RResult, RString, RVec};
+use osprey_sdk::abi_stable::std_types::{RArc, RCowStr, RResult, RString, RVec};
 use osprey_sdk::{
-    handler_box, host, parse_config, BackendId, ConfigError, Handler, HandlerBox, HeaderPair,
-    Module, Outcome, Reply, Request, Response, UpstreamRequest,
+    handler_box, host, parse_config, BackendId, BodySlot, ConfigError, Handler, HandlerBox,
+    HeaderPair, Module, Outcome, Reply, Request, Response, UpstreamRequest,
 };
 use serde::Deserialize;
 
@@ -49,6 +49,10 @@ struct RouteConf {
     /// Send the client's `Host` upstream instead of the server's address.
     #[serde(default)]
     proxy_copy_host: bool,
+    /// Read the request body whole before sending it (with a `Content-Length`, and replayable
+    /// on another server) instead of streaming it as it arrives.
+    #[serde(default)]
+    proxy_request_buffering: bool,
 }
 
 struct ProxyModule;
@@ -86,6 +90,7 @@ impl Module for ProxyModule {
             backend,
             uri: conf.uri,
             copy_host: conf.proxy_copy_host,
+            buffer_body: conf.proxy_request_buffering,
         }))
     }
 }
@@ -94,6 +99,7 @@ struct Proxy {
     backend: BackendId,
     uri: Option<String>,
     copy_host: bool,
+    buffer_body: bool,
 }
 
 impl Proxy {
@@ -203,6 +209,10 @@ impl Handler for Proxy {
             headers: self.headers(req),
             body: RVec::from(req.body.as_slice()),
             client_ip: RString::from(req.remote_ip()),
+            body_stream: req
+                .take_body_stream()
+                .map(|stream| RArc::new(BodySlot::new(stream)))
+                .into(),
         };
         let pending = host::upstream_request(self.backend, request);
         Outcome::later(async move {
@@ -226,6 +236,10 @@ impl Handler for Proxy {
                 }
             }
         })
+    }
+
+    fn streams_request_body(&self) -> bool {
+        !self.buffer_body
     }
 }
 

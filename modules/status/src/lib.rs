@@ -14,6 +14,7 @@ use osprey_sdk::serde_json::{json, Map, Value};
 use osprey_sdk::{
     handler_box, parse_config, ConfigError, Handler, HandlerBox, Module, Outcome, Request, Response,
 };
+use osprey_sdk::{ServerHealth, UpstreamState};
 
 struct StatusModule;
 
@@ -89,20 +90,23 @@ impl Handler for Status {
         let Some(stats) = osprey_sdk::host::stats() else {
             return Outcome::Error(503);
         };
+        let ups = osprey_sdk::host::upstream_health();
         resp.set_header("Cache-Control", "no-store");
         match format {
-            Format::Text => resp.text(text(&stats)),
-            Format::Json => resp.content_type("application/json").body(json(&stats)),
+            Format::Text => resp.text(text(&stats, &ups)),
+            Format::Json => resp
+                .content_type("application/json")
+                .body(json(&stats, &ups)),
             Format::Prometheus => resp
                 .content_type("text/plain; version=0.0.4; charset=utf-8")
-                .body(prometheus(&stats)),
+                .body(prometheus(&stats, &ups)),
         };
         Outcome::Done
     }
 }
 
 /// nginx's stub_status layout, then Osprey's own lines.
-fn text(s: &Stats) -> String {
+fn text(s: &Stats, ups: &[ServerHealth]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Active connections: {}", s.active);
     let _ = writeln!(out, "server accepts handled requests");
@@ -119,6 +123,19 @@ fn text(s: &Stats) -> String {
     for c in s.counters.iter() {
         let _ = writeln!(out, "Counter {}: {}", c.0, c.1);
     }
+    for u in ups {
+        let _ = writeln!(
+            out,
+            "Upstream {} {}: {} in_flight={} responses={} fails={} response_ms={:.3}",
+            u.backend,
+            u.server,
+            u.state.name(),
+            u.in_flight,
+            u.responses,
+            u.fails,
+            u.response_us as f64 / 1000.0
+        );
+    }
     out
 }
 
@@ -128,7 +145,22 @@ fn pairs(list: &RVec<Tuple2<RString, u64>>) -> Map<String, Value> {
         .collect()
 }
 
-fn json(s: &Stats) -> String {
+fn json(s: &Stats, ups: &[ServerHealth]) -> String {
+    let upstreams: Vec<Value> = ups
+        .iter()
+        .map(|u| {
+            json!({
+                "backend": u.backend.as_str(),
+                "server": u.server.as_str(),
+                "address": u.address.as_str(),
+                "state": u.state.name(),
+                "in_flight": u.in_flight,
+                "responses": u.responses,
+                "fails": u.fails,
+                "response_ms": u.response_us as f64 / 1000.0,
+            })
+        })
+        .collect();
     let value = json!({
         "uptime_secs": s.uptime_secs,
         "reloads": s.reloads,
@@ -142,15 +174,16 @@ fn json(s: &Stats) -> String {
         "requests": s.requests,
         "modules": pairs(&s.modules),
         "counters": pairs(&s.counters),
+        "upstreams": upstreams,
     });
     let mut text = value.to_string();
     text.push('\n');
     text
 }
 
-fn prometheus(s: &Stats) -> String {
+fn prometheus(s: &Stats, ups: &[ServerHealth]) -> String {
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, u64)]| {
+    let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, String)]| {
         let _ = writeln!(out, "# HELP osprey_{name} {help}");
         let _ = writeln!(out, "# TYPE osprey_{name} {kind}");
         for (labels, value) in rows {
@@ -161,19 +194,19 @@ fn prometheus(s: &Stats) -> String {
         "uptime_seconds",
         "gauge",
         "Seconds since the server started.",
-        &[(String::new(), s.uptime_secs)],
+        &[(String::new(), s.uptime_secs.to_string())],
     );
     metric(
         "reloads_total",
         "counter",
         "Configuration reloads that succeeded.",
-        &[(String::new(), s.reloads)],
+        &[(String::new(), s.reloads.to_string())],
     );
     metric(
         "connections_accepted_total",
         "counter",
         "Connections accepted.",
-        &[(String::new(), s.accepted)],
+        &[(String::new(), s.accepted.to_string())],
     );
     let states = [
         ("reading", s.reading),
@@ -182,19 +215,19 @@ fn prometheus(s: &Stats) -> String {
     ];
     let rows: Vec<_> = states
         .iter()
-        .map(|(st, v)| (format!("{{state=\"{st}\"}}"), *v))
+        .map(|(st, v)| (format!("{{state=\"{st}\"}}"), v.to_string()))
         .collect();
     metric("connections", "gauge", "Open connections by state.", &rows);
     metric(
         "requests_total",
         "counter",
         "Requests answered.",
-        &[(String::new(), s.requests)],
+        &[(String::new(), s.requests.to_string())],
     );
     let rows: Vec<_> = s
         .modules
         .iter()
-        .map(|m| (format!("{{module=\"{}\"}}", label(&m.0)), m.1))
+        .map(|m| (format!("{{module=\"{}\"}}", label(&m.0)), m.1.to_string()))
         .collect();
     metric(
         "module_requests_total",
@@ -205,13 +238,70 @@ fn prometheus(s: &Stats) -> String {
     let rows: Vec<_> = s
         .counters
         .iter()
-        .map(|c| (format!("{{name=\"{}\"}}", label(&c.0)), c.1))
+        .map(|c| (format!("{{name=\"{}\"}}", label(&c.0)), c.1.to_string()))
         .collect();
     metric(
         "counter_total",
         "counter",
         "Counters reported by modules.",
         &rows,
+    );
+    let server = |u: &ServerHealth| {
+        format!(
+            "backend=\"{}\",server=\"{}\"",
+            label(&u.backend),
+            label(&u.server)
+        )
+    };
+    let per_server = |value: &dyn Fn(&ServerHealth) -> String| -> Vec<(String, String)> {
+        ups.iter()
+            .map(|u| (format!("{{{}}}", server(u)), value(u)))
+            .collect()
+    };
+    const STATES: [UpstreamState; 4] = [
+        UpstreamState::Up,
+        UpstreamState::Down,
+        UpstreamState::Ejected,
+        UpstreamState::Checking,
+    ];
+    let rows: Vec<_> = ups
+        .iter()
+        .flat_map(|u| {
+            STATES.iter().map(move |st| {
+                let labels = format!("{{{},state=\"{}\"}}", server(u), st.name());
+                (labels, u8::from(u.state == *st).to_string())
+            })
+        })
+        .collect();
+    metric(
+        "upstream_state",
+        "gauge",
+        "Upstream servers' state: 1 for the one they are in.",
+        &rows,
+    );
+    metric(
+        "upstream_in_flight",
+        "gauge",
+        "Requests in flight to an upstream server.",
+        &per_server(&|u| u.in_flight.to_string()),
+    );
+    metric(
+        "upstream_responses_total",
+        "counter",
+        "Responses from an upstream server.",
+        &per_server(&|u| u.responses.to_string()),
+    );
+    metric(
+        "upstream_fails_total",
+        "counter",
+        "Failed attempts on an upstream server.",
+        &per_server(&|u| u.fails.to_string()),
+    );
+    metric(
+        "upstream_response_seconds",
+        "gauge",
+        "Time to an upstream server's response head (moving average).",
+        &per_server(&|u| format!("{}", u.response_us as f64 / 1e6)),
     );
     out
 }

@@ -57,6 +57,7 @@ pub fn install() {
             subrequest_parent,
             tcp_connect,
             spawn,
+            upstream_health,
         }
         .leak_into_prefix();
         crate::host::install(host, "test");
@@ -76,6 +77,10 @@ extern "C" fn tcp_connect(
 /// No network thread in unit tests: tasks are not run.
 extern "C" fn spawn(_task: LocalFfiFuture<()>) -> bool {
     false
+}
+
+extern "C" fn upstream_health() -> abi_stable::std_types::RVec<crate::upstream::ServerHealth> {
+    abi_stable::std_types::RVec::new()
 }
 
 /// Forget this thread's logs, counters, backends and upstream script.

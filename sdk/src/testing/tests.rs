@@ -120,6 +120,7 @@ fn scripted_backends_answer_later_futures() {
                     headers: RVec::new(),
                     body: RVec::new(),
                     client_ip: req.remote_ip().into(),
+                    body_stream: ROption::RNone,
                 },
             );
             Outcome::later(async move {

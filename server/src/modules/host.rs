@@ -41,6 +41,7 @@ pub fn host() -> HostRef {
             subrequest_parent: crate::dispatch::subrequest::host_subrequest_parent,
             tcp_connect: super::tcp::tcp_connect,
             spawn: super::tcp::spawn,
+            upstream_health: crate::upstream::host_upstream_health,
         }
         .leak_into_prefix()
     })

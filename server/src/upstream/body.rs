@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::conn::Conn;
 use osprey_sdk::abi_stable::std_types::{ROption, RResult, RString, RVec};
 use osprey_sdk::{BodyStream, FfiContext, FfiPoll};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::state::ActiveGuard;
@@ -30,7 +30,7 @@ enum Remaining {
 pub struct UpstreamBody {
     backend: Arc<Backend>,
     server: usize,
-    stream: Option<TcpStream>,
+    stream: Option<Conn>,
     /// Bytes read and not yet passed on.
     buf: Vec<u8>,
     state: Remaining,
@@ -51,7 +51,7 @@ impl UpstreamBody {
     pub fn new(
         backend: Arc<Backend>,
         server: usize,
-        stream: TcpStream,
+        stream: Conn,
         buf: Vec<u8>,
         framing: UpstreamFraming,
         keep_alive: bool,
@@ -85,7 +85,14 @@ impl UpstreamBody {
         self.guard = None;
         if let Some(stream) = self.stream.take() {
             if self.keep_alive && self.buf.is_empty() {
-                pool::put(self.backend.id, self.server, stream, self.backend.keepalive);
+                let generation = self.backend.servers[self.server].generation();
+                pool::put(
+                    self.backend.id,
+                    self.server,
+                    stream,
+                    self.backend.keepalive,
+                    generation,
+                );
             }
         }
     }
@@ -167,11 +174,10 @@ impl UpstreamBody {
             let Some(stream) = self.stream.as_mut() else {
                 return Poll::Ready(ROption::RNone);
             };
-            match stream.poll_read_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => {
-                    return Poll::Ready(self.fail(&format!("reading from upstream: {e}")))
-                }
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(READ_SIZE);
+            }
+            match stream.poll_read_buf(cx, &mut self.buf) {
                 Poll::Pending => {
                     if !self.waiting {
                         self.waiting = true;
@@ -183,12 +189,7 @@ impl UpstreamBody {
                     }
                     return Poll::Pending;
                 }
-            }
-            if self.buf.capacity() - self.buf.len() < 4096 {
-                self.buf.reserve(READ_SIZE);
-            }
-            match stream.try_read_buf(&mut self.buf) {
-                Ok(0) => {
+                Poll::Ready(Ok(0)) => {
                     if matches!(self.state, Remaining::Close) {
                         self.keep_alive = false;
                         self.finish();
@@ -198,9 +199,10 @@ impl UpstreamBody {
                         self.fail("upstream closed the connection inside the response body"),
                     );
                 }
-                Ok(_) => self.waiting = false,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(self.fail(&format!("reading from upstream: {e}"))),
+                Poll::Ready(Ok(_)) => self.waiting = false,
+                Poll::Ready(Err(e)) => {
+                    return Poll::Ready(self.fail(&format!("reading from upstream: {e}")))
+                }
             }
         }
     }

@@ -46,12 +46,31 @@ pub struct BackendConfig {
     /// a server that answers is working).
     #[serde(default)]
     pub fail_on_5xx: bool,
+    /// Seconds between lookups of server names (IP addresses are never looked up); a failed
+    /// connect looks the name up at once too.
+    #[serde(default = "default_resolve_interval")]
+    pub resolve_interval: f64,
+    /// Speak TLS to the servers.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `backends.<name>.tls`.
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file of the CAs to trust; default: the system's.
+    pub ca: Option<String>,
+    /// The name sent as SNI and checked against the certificate; default: each server's host.
+    pub server_name: Option<String>,
+    /// A client certificate chain (PEM) and its key, to present when asked.
+    pub cert: Option<String>,
+    pub key: Option<String>,
 }
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// `host:port`; resolved once when the configuration is read.
+    /// `host:port`; resolved when the configuration is read, then every `resolve_interval`.
     pub address: String,
     #[serde(default = "default_weight")]
     pub weight: u32,
@@ -110,6 +129,9 @@ fn default_max_fails() -> u32 {
 fn default_fail_timeout() -> f64 {
     10.0
 }
+fn default_resolve_interval() -> f64 {
+    30.0
+}
 fn default_weight() -> u32 {
     1
 }
@@ -132,6 +154,7 @@ pub struct BackendSpec {
     pub name: String,
     pub servers: Vec<(SocketAddr, String, u32)>,
     pub config: BackendConfig,
+    pub tls: Option<super::tls::TlsClient>,
 }
 
 /// Check one backend; the error names the offending key (relative to the backend).
@@ -170,6 +193,7 @@ pub fn check(name: &str, b: &BackendConfig) -> Result<BackendSpec, (&'static str
         ("read_timeout", b.read_timeout),
         ("send_timeout", b.send_timeout),
         ("fail_timeout", b.fail_timeout),
+        ("resolve_interval", b.resolve_interval),
     ] {
         if !positive(v) {
             return Err((
@@ -204,10 +228,17 @@ pub fn check(name: &str, b: &BackendConfig) -> Result<BackendSpec, (&'static str
             ));
         }
     }
+    let tls = b
+        .tls
+        .as_ref()
+        .map(super::tls::TlsClient::new)
+        .transpose()
+        .map_err(|(key, m)| (key, format!("backend `{name}`: tls: {m}")))?;
     Ok(BackendSpec {
         name: name.to_owned(),
         servers,
         config: b.clone(),
+        tls,
     })
 }
 

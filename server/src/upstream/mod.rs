@@ -5,11 +5,16 @@
 mod balance;
 mod body;
 pub mod config;
+mod conn;
 mod health;
 mod pool;
+mod resolve;
+mod send_body;
 mod service;
 mod state;
+mod tls;
 mod tunnel;
+mod upkeep;
 mod wire;
 
 use std::cell::RefCell;
@@ -18,7 +23,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_ffi::LocalFfiFuture;
-use osprey_sdk::abi_stable::std_types::{ROption, RResult, RStr};
+use osprey_sdk::abi_stable::std_types::{ROption, RResult, RStr, RVec};
 use osprey_sdk::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 
 use config::{BackendSpec, Balance, HealthCheckConfig};
@@ -46,6 +51,12 @@ pub struct Backend {
     health_check: Option<HealthCheckConfig>,
     /// Its health checks have been started.
     checked: AtomicBool,
+    /// Speak TLS to its servers.
+    tls: Option<tls::TlsClient>,
+    /// Seconds between lookups of its servers' names.
+    resolve_interval: Duration,
+    /// Its names are being re-resolved.
+    resolving: AtomicBool,
     /// What it was built from: a reload keeps a backend whose spec is unchanged.
     spec: BackendSpec,
 }
@@ -78,6 +89,9 @@ impl Backend {
             fail_on_5xx: c.fail_on_5xx,
             health_check: c.health_check.clone(),
             checked: AtomicBool::new(false),
+            tls: spec.tls.clone(),
+            resolve_interval: secs(c.resolve_interval),
+            resolving: AtomicBool::new(false),
             spec: spec.clone(),
         }
     }
@@ -130,9 +144,11 @@ impl Backends {
         self.0.iter().find(|b| b.name == name)
     }
 
-    /// Start the active health checks of the backends that have them and are not checked yet.
+    /// Start the background work of backends new in this configuration: active health
+    /// checks, and the re-resolution of server names.
     pub fn start_health_checks(&self) {
         health::start(&self.0);
+        resolve::start(&self.0);
     }
 
     /// Run `build` (which builds the handlers) with these backends as the ones modules find
@@ -205,4 +221,18 @@ pub extern "C" fn host_upstream_request(
         };
         service::request(&b, request).await.into()
     })
+}
+
+/// Host service: every server of the current configuration's backends, for the status page.
+pub extern "C" fn host_upstream_health() -> RVec<osprey_sdk::ServerHealth> {
+    let now = state::now_ms();
+    crate::reload::current()
+        .map(|s| {
+            s.backends
+                .0
+                .iter()
+                .flat_map(|b| b.servers.iter().map(|srv| srv.health(&b.name, now)))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -3,14 +3,16 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use super::conn::Conn;
 
 struct Idle {
-    stream: TcpStream,
+    stream: Conn,
     since: Instant,
+    /// The server's address generation when it was put (a moved server's old connections are
+    /// not reused).
+    generation: u64,
 }
 
 /// A thread's idle connections by (backend id, server index).
@@ -37,13 +39,14 @@ thread_local! {
     static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
-/// The most recently used live connection to server `server` of backend `backend`.
-pub fn take(backend: u32, server: usize, max_idle: Duration) -> Option<TcpStream> {
+/// The most recently used live connection to server `server` of backend `backend` at its
+/// address of `generation`.
+pub fn take(backend: u32, server: usize, max_idle: Duration, generation: u64) -> Option<Conn> {
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
         let list = pools.list(backend, server);
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < max_idle && still_open(&c.stream) {
+            if c.generation == generation && c.since.elapsed() < max_idle && still_open(&c.stream) {
                 return Some(c.stream);
             }
         }
@@ -52,7 +55,7 @@ pub fn take(backend: u32, server: usize, max_idle: Duration) -> Option<TcpStream
 }
 
 /// Keep a connection whose response was read completely; at most `limit` per server.
-pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize) {
+pub fn put(backend: u32, server: usize, stream: Conn, limit: usize, generation: u64) {
     if limit == 0 {
         return;
     }
@@ -65,18 +68,19 @@ pub fn put(backend: u32, server: usize, stream: TcpStream, limit: usize) {
         list.push(Idle {
             stream,
             since: Instant::now(),
+            generation,
         });
     })
 }
 
 /// An idle connection must have nothing to read: end of stream means the upstream closed it,
 /// and stray bytes mean it is out of step.
-fn still_open(stream: &TcpStream) -> bool {
+fn still_open(stream: &Conn) -> bool {
     use nix::sys::socket::{recv, MsgFlags};
     let mut byte = [0u8; 1];
     matches!(
         recv(
-            stream.as_raw_fd(),
+            stream.raw_fd(),
             &mut byte,
             MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
         ),

@@ -3,14 +3,15 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
-use super::state::ActiveGuard;
+use super::conn::Conn;
+use super::send_body::{BodyFail, StreamedBody};
+use super::state::{ActiveGuard, ServerState};
 use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
 
@@ -20,6 +21,11 @@ enum Fail {
     /// The request never left: safe to retry anywhere.
     Connect(io::Error),
     ConnectTimeout,
+    /// The TLS handshake failed (an untrusted or expired certificate, a name mismatch...).
+    Tls(io::Error),
+    /// Writing failed before the first byte left (the upstream had closed the connection):
+    /// nothing was sent, so any method may be retried.
+    NotSent(io::Error),
     /// The request may have reached the server.
     Send(io::Error),
     SendTimeout,
@@ -29,18 +35,29 @@ enum Fail {
     },
     ReadTimeout,
     Protocol(&'static str),
+    /// A pooled connection the upstream closed after a request that cannot be replayed (not
+    /// idempotent, or its streamed body was sent) was written to it: not retried (it may have
+    /// been processed), and not a failure of the server.
+    Closed(Box<Fail>),
+    /// The client's streamed body could not be read: not the server's fault.
+    ClientBody(String),
 }
 
 impl Fail {
     fn reached_upstream(&self) -> bool {
-        !matches!(self, Fail::Connect(_) | Fail::ConnectTimeout)
+        !matches!(
+            self,
+            Fail::Connect(_) | Fail::ConnectTimeout | Fail::Tls(_) | Fail::NotSent(_)
+        )
     }
 
-    /// A pooled connection the server had closed: the request was not processed.
+    /// What a pooled connection the server had closed looks like: the write failed, or the
+    /// connection ended before any byte of a response.
     fn stale(&self) -> bool {
         matches!(
             self,
-            Fail::Send(_)
+            Fail::NotSent(_)
+                | Fail::Send(_)
                 | Fail::Read {
                     got_bytes: false,
                     ..
@@ -51,6 +68,7 @@ impl Fail {
     fn status(&self) -> u16 {
         match self {
             Fail::ConnectTimeout | Fail::SendTimeout | Fail::ReadTimeout => 504,
+            Fail::ClientBody(_) => 400,
             _ => 502,
         }
     }
@@ -59,11 +77,18 @@ impl Fail {
         match self {
             Fail::Connect(e) => format!("connect failed: {e}"),
             Fail::ConnectTimeout => "connect timed out".into(),
+            Fail::Tls(e) => format!("TLS handshake failed: {e}"),
+            Fail::NotSent(e) => format!("the connection was closed before the request: {e}"),
             Fail::Send(e) => format!("sending the request failed: {e}"),
             Fail::SendTimeout => "sending the request timed out".into(),
             Fail::Read { error, .. } => format!("reading the response failed: {error}"),
             Fail::ReadTimeout => "timed out waiting for the response".into(),
             Fail::Protocol(m) => format!("invalid response: {m}"),
+            Fail::Closed(f) => format!(
+                "the kept-alive connection was closed ({}); not retried: the request may have been processed",
+                f.describe()
+            ),
+            Fail::ClientBody(m) => format!("the request body could not be read: {m}"),
         }
     }
 }
@@ -82,10 +107,11 @@ pub async fn request(
 ) -> Result<Response, UpstreamError> {
     let safe = idempotent(req.method.as_str());
     let client_ip = req.client_ip.to_string();
-    let encoded = Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
-        status: 500,
-        message: format!("backend `{}`: {m}", backend.name).into(),
-    })?;
+    let (encoded, mut streamed) =
+        Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
+            status: 500,
+            message: format!("backend `{}`: {m}", backend.name).into(),
+        })?;
     let tries = (backend.retries as usize + 1).min(backend.servers.len());
     let mut tried: Vec<usize> = Vec::with_capacity(tries);
     let mut last: Option<(usize, Fail)> = None;
@@ -95,16 +121,17 @@ pub async fn request(
         };
         tried.push(i);
         let server = &backend.servers[i];
-        match attempt(backend, i, &encoded, safe).await {
+        match attempt(backend, i, &encoded, &mut streamed, safe).await {
             Ok(resp) => return Ok(resp),
             Err(fail) => {
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
-                if server.record_failure(backend.max_fails, backend.fail_timeout) {
+                let counts = !matches!(fail, Fail::Closed(_) | Fail::ClientBody(_));
+                if counts && server.record_failure(backend.max_fails, backend.fail_timeout) {
                     tracing::warn!(backend = %backend.name, server = %server.name, "server ejected for {:?}", backend.fail_timeout);
                 }
                 let retry = match fail {
-                    Fail::Protocol(_) => false,
-                    ref f => safe || !f.reached_upstream(),
+                    Fail::Protocol(_) | Fail::Closed(_) | Fail::ClientBody(_) => false,
+                    ref f => !f.reached_upstream() || (safe && replayable(&streamed)),
                 };
                 last = Some((i, fail));
                 if !retry {
@@ -131,41 +158,72 @@ pub async fn request(
     })
 }
 
-/// One server: a pooled connection first (a stale one is replaced once, for safe requests),
-/// else a new one.
+/// A streamed body can be sent again until a piece of it was taken from the client.
+fn replayable(streamed: &Option<StreamedBody>) -> bool {
+    streamed.as_ref().is_none_or(|b| !b.started)
+}
+
+/// One server: a pooled connection first, else a new one. A pooled connection the upstream
+/// closed is replaced by a new one once: for any request when nothing was sent on it, for
+/// idempotent ones when no byte of a response came (as Go's `net/http` transport does).
 async fn attempt(
     backend: &Arc<Backend>,
     i: usize,
     req: &Encoded,
+    streamed: &mut Option<StreamedBody>,
     safe: bool,
 ) -> Result<Response, Fail> {
     let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
-    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout) {
-        match exchange(backend, stream, req, &server.name).await {
-            Ok(x) => return Ok(respond(backend, i, req, x, guard)),
-            Err(f) if f.stale() && safe => {
-                tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting");
+    let began = std::time::Instant::now();
+    let generation = server.generation();
+    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout, generation) {
+        match exchange(backend, stream, req, streamed, &server.name).await {
+            Ok(x) => {
+                server.record_response(began.elapsed());
+                return Ok(respond(backend, i, req, x, guard));
             }
+            Err(f) if f.stale() && (!f.reached_upstream() || (safe && replayable(streamed))) => {
+                tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
+            }
+            Err(f) if f.stale() => return Err(Fail::Closed(Box::new(f))),
             Err(f) => return Err(f),
         }
     }
-    let stream = connect(server.addr, backend.connect_timeout).await?;
-    let x = exchange(backend, stream, req, &server.name).await?;
+    let stream = match connect(backend, &server).await {
+        Ok(stream) => stream,
+        Err(f) => {
+            if !matches!(f, Fail::Tls(_)) {
+                super::resolve::after_connect_failure(&backend.name, &server);
+            }
+            return Err(f);
+        }
+    };
+    let x = exchange(backend, stream, req, streamed, &server.name).await?;
+    server.record_response(began.elapsed());
     Ok(respond(backend, i, req, x, guard))
 }
 
-async fn connect(addr: std::net::SocketAddr, limit: Duration) -> Result<TcpStream, Fail> {
-    let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+/// A new connection to the server, TLS when the backend says so; the handshake is part of
+/// the connect (and of its timeout).
+async fn connect(backend: &Backend, server: &ServerState) -> Result<Conn, Fail> {
+    let connect = async {
+        let tcp = TcpStream::connect(server.addr())
+            .await
+            .map_err(Fail::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &backend.tls {
+            None => Ok(Conn::Plain(tcp)),
+            Some(tls) => tls.connect(tcp, &server.name).await.map_err(Fail::Tls),
+        }
+    };
+    tokio::time::timeout(backend.connect_timeout, connect)
         .await
         .map_err(|_| Fail::ConnectTimeout)?
-        .map_err(Fail::Connect)?;
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
 }
 
 struct Exchanged {
-    stream: TcpStream,
+    stream: Conn,
     head: RespHead,
     /// Body bytes read with the head.
     rest: Vec<u8>,
@@ -173,19 +231,41 @@ struct Exchanged {
 
 async fn exchange(
     backend: &Backend,
-    mut stream: TcpStream,
+    mut stream: Conn,
     req: &Encoded,
+    streamed: &mut Option<StreamedBody>,
     host: &str,
 ) -> Result<Exchanged, Fail> {
     let bytes = req.for_server(host);
     let send = async {
-        stream.write_all(&bytes).await?;
-        stream.write_all(req.large_body()).await
+        // The first write tells whether anything left: a connection the upstream closed fails
+        // it (reset) before a byte is taken.
+        let first = stream.write(&bytes).await.map_err(Fail::NotSent)?;
+        stream
+            .write_all(&bytes[first..])
+            .await
+            .map_err(Fail::Send)?;
+        stream
+            .write_all(req.large_body())
+            .await
+            .map_err(Fail::Send)?;
+        // TLS: what the session still holds goes out now.
+        stream.flush().await.map_err(Fail::Send)
     };
     tokio::time::timeout(backend.send_timeout, send)
         .await
-        .map_err(|_| Fail::SendTimeout)?
-        .map_err(Fail::Send)?;
+        .map_err(|_| Fail::SendTimeout)??;
+    if let Some(body) = streamed {
+        // Read from the client only now, so that `100 Continue` goes out once the upstream
+        // connection is there to take the body.
+        body.send(&mut stream, backend.send_timeout)
+            .await
+            .map_err(|f| match f {
+                BodyFail::Client(m) => Fail::ClientBody(m),
+                BodyFail::Upstream(e) => Fail::Send(e),
+                BodyFail::Timeout => Fail::SendTimeout,
+            })?;
+    }
     let mut buf = Vec::with_capacity(8 * 1024);
     let mut got_bytes = false;
     loop {
@@ -261,7 +341,13 @@ fn respond(
     match head.framing {
         UpstreamFraming::None | UpstreamFraming::Length(0) => {
             if head.keep_alive && rest.is_empty() {
-                pool::put(backend.id, i, stream, backend.keepalive);
+                pool::put(
+                    backend.id,
+                    i,
+                    stream,
+                    backend.keepalive,
+                    server.generation(),
+                );
             }
             drop(guard);
             if req.head_request {
@@ -269,6 +355,22 @@ fn respond(
                     resp.body_stream(LengthOnly(n));
                 }
             }
+        }
+        UpstreamFraming::Length(n) if rest.len() as u64 == n => {
+            // The whole body came with the head (the common small response): it goes on as
+            // bytes, which the core writes together with the head, and the connection is free
+            // at once — no stream, no body timer.
+            if head.keep_alive {
+                pool::put(
+                    backend.id,
+                    i,
+                    stream,
+                    backend.keepalive,
+                    server.generation(),
+                );
+            }
+            drop(guard);
+            resp.body = osprey_sdk::Body::Bytes(rest.into());
         }
         framing => {
             resp.body_stream(UpstreamBody::new(
@@ -285,16 +387,26 @@ fn respond(
     resp
 }
 
-/// For the health checker: send `GET path` and return the status.
-pub async fn check(addr: std::net::SocketAddr, host: &str, path: &str) -> Result<u16, String> {
-    let mut stream = TcpStream::connect(addr)
+/// For the health checker: send `GET path` (over TLS when the backend speaks it) and return
+/// the status.
+pub async fn check(backend: &Backend, server: &ServerState, path: &str) -> Result<u16, String> {
+    let tcp = TcpStream::connect(server.addr())
         .await
         .map_err(|e| format!("connect failed: {e}"))?;
+    let mut stream = match &backend.tls {
+        None => Conn::Plain(tcp),
+        Some(tls) => tls
+            .connect(tcp, &server.name)
+            .await
+            .map_err(|e| format!("TLS handshake failed: {e}"))?,
+    };
+    let host = &server.name;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: osprey-health-check\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(req.as_bytes())
-        .await
-        .map_err(|e| format!("send failed: {e}"))?;
+    let send = async {
+        stream.write_all(req.as_bytes()).await?;
+        stream.flush().await
+    };
+    send.await.map_err(|e| format!("send failed: {e}"))?;
     let mut buf = Vec::with_capacity(4096);
     loop {
         if stream

@@ -3,8 +3,10 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use osprey_sdk::UpstreamState;
 
 /// Milliseconds since the first call (a monotonic clock that fits an atomic).
 pub fn now_ms() -> u64 {
@@ -13,9 +15,16 @@ pub fn now_ms() -> u64 {
 }
 
 pub struct ServerState {
-    pub addr: SocketAddr,
+    /// Where it is now (a named server's address may change: see `resolve`).
+    addr: Mutex<SocketAddr>,
     /// The address as configured (also the default `Host` header).
     pub name: String,
+    /// `name`'s host is a name, not an IP address: it is re-resolved.
+    pub named: bool,
+    /// `now_ms()` of its last lookup after a failed connect (0: none yet).
+    pub resolved_ms: AtomicU64,
+    /// Bumped when the address changes.
+    generation: AtomicU64,
     pub weight: u32,
     /// Requests in flight, on every thread.
     pub active: AtomicUsize,
@@ -25,18 +34,88 @@ pub struct ServerState {
     fails: AtomicU32,
     /// Ejected until this `now_ms()`.
     down_until: AtomicU64,
+    /// For the status page: responses, failed attempts, and the moving average of the time to
+    /// a response head.
+    responses: AtomicU64,
+    fails_total: AtomicU64,
+    response_us: AtomicU64,
 }
 
 impl ServerState {
     pub fn new(addr: SocketAddr, name: String, weight: u32) -> ServerState {
+        let host = name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h);
+        let named = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_err();
         ServerState {
-            addr,
+            addr: Mutex::new(addr),
             name,
+            named,
+            resolved_ms: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             weight,
             active: AtomicUsize::new(0),
             healthy: AtomicBool::new(true),
             fails: AtomicU32::new(0),
             down_until: AtomicU64::new(0),
+            responses: AtomicU64::new(0),
+            fails_total: AtomicU64::new(0),
+            response_us: AtomicU64::new(0),
+        }
+    }
+
+    /// The address to connect to.
+    pub fn addr(&self) -> SocketAddr {
+        *self.addr.lock().unwrap()
+    }
+
+    /// Move the server; its pooled connections to the old address are dropped as they come up.
+    pub fn set_addr(&self, addr: SocketAddr) {
+        *self.addr.lock().unwrap() = addr;
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// A response head came `took` after the attempt began: counted, and averaged (weight 1/8,
+    /// as TCP's smoothed RTT; concurrent updates may lose one sample, which is harmless).
+    pub fn record_response(&self, took: Duration) {
+        let sample = took.as_micros().min(u64::MAX as u128) as u64;
+        let n = self.responses.fetch_add(1, Ordering::Relaxed);
+        let old = self.response_us.load(Ordering::Relaxed);
+        let new = if n == 0 {
+            sample
+        } else {
+            (old * 7 + sample) / 8
+        };
+        self.response_us.store(new, Ordering::Relaxed);
+    }
+
+    /// What the status page shows.
+    pub fn health(&self, backend: &str, now: u64) -> osprey_sdk::ServerHealth {
+        let until = self.down_until.load(Ordering::Relaxed);
+        let state = if !self.is_healthy() {
+            UpstreamState::Down
+        } else if until == 0 {
+            UpstreamState::Up
+        } else if now < until {
+            UpstreamState::Ejected
+        } else {
+            UpstreamState::Checking
+        };
+        osprey_sdk::ServerHealth {
+            backend: backend.into(),
+            server: self.name.as_str().into(),
+            address: self.addr().to_string().into(),
+            state,
+            in_flight: self.active.load(Ordering::Relaxed) as u64,
+            responses: self.responses.load(Ordering::Relaxed),
+            fails: self.fails_total.load(Ordering::Relaxed),
+            response_us: self.response_us.load(Ordering::Relaxed),
         }
     }
 
@@ -78,6 +157,7 @@ impl ServerState {
     /// A request failed on this server. Returns true when this failure takes it out of service
     /// (a failed probe or a failure while every server is ejected keeps it out, silently).
     pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        self.fails_total.fetch_add(1, Ordering::Relaxed);
         let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if fails < max_fails {
             return false;
@@ -157,5 +237,26 @@ mod tests {
         // The probe fails: out again at once, without three new failures.
         s.record_failure(3, t);
         assert!(!s.available(now_ms() + 1000));
+    }
+
+    #[test]
+    fn health_names_the_state_and_averages_response_times() {
+        let t = Duration::from_secs(60);
+        let s = ServerState::new("127.0.0.1:1".parse().unwrap(), "x".into(), 1);
+        let now = now_ms();
+        assert_eq!(s.health("b", now).state, UpstreamState::Up);
+        s.record_response(Duration::from_micros(800));
+        s.record_response(Duration::from_micros(1600));
+        let h = s.health("b", now);
+        assert_eq!((h.responses, h.response_us), (2, 900));
+        s.record_failure(1, t);
+        let h = s.health("b", now_ms());
+        assert_eq!((h.state, h.fails), (UpstreamState::Ejected, 1));
+        assert_eq!(
+            s.health("b", now_ms() + 61_000).state,
+            UpstreamState::Checking
+        );
+        s.set_healthy(false);
+        assert_eq!(s.health("b", now_ms()).state, UpstreamState::Down);
     }
 }

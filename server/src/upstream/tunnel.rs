@@ -7,12 +7,12 @@ use std::task::Poll;
 use osprey_sdk::abi_stable::std_types::{RResult, RSlice, RSliceMut, RString};
 use osprey_sdk::{FfiContext, FfiPoll, Tunnel};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
+use super::conn::Conn;
 use super::state::ActiveGuard;
 
 pub struct UpstreamTunnel {
-    pub stream: TcpStream,
+    pub stream: Conn,
     pub early: Vec<u8>,
     /// An upgraded connection counts as in flight for least_conn while it lasts.
     pub _guard: ActiveGuard,

@@ -4,6 +4,8 @@
 use osprey_sdk::abi_stable::std_types::RCowStr;
 use osprey_sdk::{HeaderPair, UpstreamRequest};
 
+use super::send_body::StreamedBody;
+
 /// Response heads larger than this are refused (502).
 pub const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 128;
@@ -46,7 +48,11 @@ pub struct Encoded {
 }
 
 impl Encoded {
-    pub fn new(req: UpstreamRequest, keep_alive: bool) -> Result<Encoded, &'static str> {
+    /// The request encoded, and its body when that streams from the client.
+    pub fn new(
+        req: UpstreamRequest,
+        keep_alive: bool,
+    ) -> Result<(Encoded, Option<StreamedBody>), &'static str> {
         let method = req.method.as_str();
         if method.is_empty() || !method.bytes().all(is_token) {
             return Err("bad request method");
@@ -90,8 +96,16 @@ impl Encoded {
             }
             push_header(&mut rest, name, h.value.as_str());
         }
+        let streamed = req
+            .body_stream
+            .into_option()
+            .and_then(|slot| slot.take())
+            .and_then(StreamedBody::new);
         let body = req.body.into_vec();
-        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        if let Some(streamed) = &streamed {
+            let (name, value) = streamed.framing();
+            push_header(&mut rest, name, &value);
+        } else if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
             push_header(
                 &mut rest,
                 "Content-Length",
@@ -104,14 +118,15 @@ impl Encoded {
             push_header(&mut rest, "Connection", "close");
         }
         rest.extend_from_slice(b"\r\n");
-        Ok(Encoded {
+        let encoded = Encoded {
             head_request: method == "HEAD",
             upgrade,
             line,
             has_host,
             rest,
             body,
-        })
+        };
+        Ok((encoded, streamed))
     }
 
     /// The bytes to send to the server known as `host`.
@@ -394,8 +409,9 @@ mod tests {
             ]),
             body: RVec::from(b"hi".to_vec()),
             client_ip: RString::from("1.2.3.4"),
+            body_stream: osprey_sdk::abi_stable::std_types::ROption::RNone,
         };
-        let e = Encoded::new(req.clone(), true).unwrap();
+        let (e, _) = Encoded::new(req.clone(), true).unwrap();
         assert_eq!(
             String::from_utf8(e.for_server("up:80")).unwrap(),
             "POST /a?b HTTP/1.1\r\nHost: up:80\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nhi"
