@@ -17,6 +17,8 @@ const CONFIG: &str = r#"{
     {"prefix": "/metrics", "handler": "status", "format": "prometheus"},
     {"prefix": "/hello", "handler": "hello"},
     {"prefix": "/text", "handler": "text", "text": "t"},
+    {"prefix": "/posted", "handler": "text", "text": "p", "methods": ["POST"],
+     "filters": [{"type": "before-worker"}]},
   ]
 }"#;
 
@@ -62,9 +64,12 @@ fn counts_requests_modules_and_module_counters() {
         assert_eq!(get_on(&mut s, "/text").unwrap().text(), "t");
     }
     assert_eq!(get_on(&mut s, "/nothing-here").unwrap().status, 404);
+    // The core's 405, wrapped by the route's filter (which waits for the worker pool): not
+    // the module's answer.
+    assert_eq!(get_on(&mut s, "/posted").unwrap().status, 405);
     let after = json_on(&mut s);
-    // The first status request and the six after it (a request is counted when answered).
-    assert_eq!(diff(&before, &after, &["requests"]), 7, "{before}\n{after}");
+    // The first status request and the seven after it (a request is counted when answered).
+    assert_eq!(diff(&before, &after, &["requests"]), 8, "{before}\n{after}");
     assert_eq!(diff(&before, &after, &["modules", "hello"]), 3, "{after}");
     assert_eq!(diff(&before, &after, &["modules", "testkit"]), 2, "{after}");
     assert_eq!(diff(&before, &after, &["modules", "status"]), 1, "{after}");

@@ -69,6 +69,8 @@ pub struct RouteRun<'a> {
     /// With `Some`, the core's 404 / 405 takes the handler's place: the filters of the first
     /// route that matched the path wrap the core's answer.
     unrouted: Option<Routing>,
+    /// The route's module answers (not the core's 404 / 405): counted in its stats.
+    counted: bool,
     /// `Wait` answers awaited so far.
     waited: u32,
 }
@@ -100,6 +102,7 @@ impl<'a> RouteRun<'a> {
             filters,
             key,
             phase: Phase::Before(0),
+            counted: unrouted.is_none(),
             unrouted,
             waited: 0,
         }
@@ -122,7 +125,7 @@ impl<'a> RouteRun<'a> {
             at,
             key: std::mem::take(&mut self.key),
             phase: std::mem::replace(&mut self.phase, Phase::After(0)),
-            unrouted: self.unrouted.is_some(),
+            unrouted: !self.counted,
             blocked,
         };
         (suspended, self.unrouted.take())
@@ -135,6 +138,7 @@ impl<'a> RouteRun<'a> {
             key: s.key,
             phase: s.phase,
             unrouted: s.unrouted.then(|| std::mem::take(routing)),
+            counted: !s.unrouted,
             waited: 0,
         };
         (run, s.blocked)
@@ -142,7 +146,7 @@ impl<'a> RouteRun<'a> {
 
     /// The core's own answers are not the route's module's.
     pub fn counted(&self) -> bool {
-        self.unrouted.is_none()
+        self.counted
     }
 
     /// Run steps until the route is answered or declined, or a step must wait.
