@@ -440,14 +440,7 @@ fn a_streamed_body_that_fails_midway_is_a_400_and_the_upstream_connection_is_dro
     let up = Upstream::start("sink");
     let srv = Server::start(&streaming_config(&up));
     // Chunked, passing the route's limit after part of it went upstream.
-    let mut wire =
-        b"POST /small/sink HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    for _ in 0..3 {
-        wire.extend_from_slice(b"190\r\n");
-        wire.extend_from_slice(&[b'x'; 400]);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"0\r\n\r\n");
+    let wire = common::chunked_post("/small/sink", 3);
     let r = Response::parse(srv.raw(&wire).as_bytes());
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(

@@ -181,14 +181,7 @@ fn a_streamed_body_over_the_route_limit_fails_the_stream() {
     );
     assert_eq!(r.status, 413);
     // Chunked: the handler's stream fails once the limit is passed.
-    let mut wire =
-        b"POST /small HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    for _ in 0..3 {
-        wire.extend_from_slice(b"190\r\n");
-        wire.extend_from_slice(&[b'x'; 400]);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"0\r\n\r\n");
+    let wire = common::chunked_post("/small", 3);
     let r = Response::parse(srv.raw(&wire).as_bytes());
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("too large"), "{}", r.text());

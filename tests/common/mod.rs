@@ -411,6 +411,19 @@ pub fn curl(args: &[&str]) -> (bool, String) {
     )
 }
 
+/// A chunked `POST` of `path` with `chunks` chunks of 400 `x` each, and its last chunk.
+pub fn chunked_post(path: &str, chunks: usize) -> Vec<u8> {
+    let mut wire = format!("POST {path} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .into_bytes();
+    for _ in 0..chunks {
+        wire.extend_from_slice(b"190\r\n");
+        wire.extend_from_slice(&[b'x'; 400]);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    wire
+}
+
 /// `VmHWM` (peak) or `VmRSS` (now) of a process, in bytes.
 pub fn memory(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
