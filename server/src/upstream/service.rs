@@ -338,50 +338,42 @@ fn respond(
         ));
         return resp;
     }
-    match head.framing {
-        UpstreamFraming::None | UpstreamFraming::Length(0) => {
-            if head.keep_alive && rest.is_empty() {
-                pool::put(
-                    backend.id,
-                    i,
-                    stream,
-                    backend.keepalive,
-                    server.generation(),
-                );
-            }
-            drop(guard);
-            if req.head_request {
-                if let Some(n) = head.declared_len {
-                    resp.body_stream(LengthOnly(n));
-                }
-            }
-        }
-        UpstreamFraming::Length(n) if rest.len() as u64 == n => {
-            // The whole body came with the head (the common small response): it goes on as
-            // bytes, which the core writes together with the head, and the connection is free
-            // at once — no stream, no body timer.
-            if head.keep_alive {
-                pool::put(
-                    backend.id,
-                    i,
-                    stream,
-                    backend.keepalive,
-                    server.generation(),
-                );
-            }
-            drop(guard);
-            resp.body = osprey_sdk::Body::Bytes(rest.into());
-        }
-        framing => {
-            resp.body_stream(UpstreamBody::new(
-                backend.clone(),
-                i,
-                stream,
-                rest,
-                framing,
-                head.keep_alive,
-                guard,
-            ));
+    // The whole body (none, or the common small one) came with the head: it goes on as
+    // bytes, which the core writes together with the head, and the connection is free at
+    // once — no stream, no body timer.
+    let whole = match head.framing {
+        UpstreamFraming::None => Some(0),
+        UpstreamFraming::Length(n) if n == 0 || n == rest.len() as u64 => Some(n as usize),
+        _ => None,
+    };
+    let Some(body_len) = whole else {
+        resp.body_stream(UpstreamBody::new(
+            backend.clone(),
+            i,
+            stream,
+            rest,
+            head.framing,
+            head.keep_alive,
+            guard,
+        ));
+        return resp;
+    };
+    // Bytes past the body: the connection is out of step, never pooled.
+    if head.keep_alive && rest.len() == body_len {
+        pool::put(
+            backend.id,
+            i,
+            stream,
+            backend.keepalive,
+            server.generation(),
+        );
+    }
+    drop(guard);
+    if body_len > 0 {
+        resp.body = osprey_sdk::Body::Bytes(rest.into());
+    } else if req.head_request {
+        if let Some(n) = head.declared_len {
+            resp.body_stream(LengthOnly(n));
         }
     }
     resp
