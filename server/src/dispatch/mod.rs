@@ -174,14 +174,14 @@ impl Routing {
     }
 
     /// No route answered: 404, or 405 when some route would have with another method.
-    fn not_found(mut self, ex: &mut Exchange) {
+    fn not_found(mut self, resp: &mut Response) {
         if self.allowed.is_empty() {
-            error_response(&mut ex.resp, 404, "");
+            error_response(resp, 404, "");
         } else {
             self.allowed.sort();
             self.allowed.dedup();
-            error_response(&mut ex.resp, 405, "");
-            ex.resp.header("Allow", self.allowed.join(", "));
+            error_response(resp, 405, "");
+            resp.header("Allow", self.allowed.join(", "));
         }
     }
 }
@@ -239,7 +239,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         }
     }
     let Some(at) = routing.filtered_first_match(shared) else {
-        routing.not_found(&mut ex);
+        routing.not_found(&mut ex.resp);
         return Routed::Answered(ex);
     };
     let site = Site::at(shared, peer, at);
@@ -301,7 +301,7 @@ async fn unrouted(
     mut ex: Exchange,
 ) -> Dispatched {
     let Some(at) = routing.filtered_first_match(shared) else {
-        routing.not_found(&mut ex);
+        routing.not_found(&mut ex.resp);
         return Dispatched::Answered(ex);
     };
     let site = Site::at(shared, peer, at);

@@ -49,6 +49,16 @@ pub enum Advanced {
     Blocked(Blocked),
 }
 
+/// What ended a stretch of steps on one request view.
+enum Stretch {
+    /// The run stopped: answered, declined, or a step must wait.
+    Stop(Advanced),
+    /// A filter set request headers: the steps after it see them.
+    SetHeaders(RVec<HeaderPair>),
+    /// The run was answered: `after` sees the client's headers, not the filters'.
+    ClientHeaders,
+}
+
 /// A run that stopped to wait, carried to [`run_route`] (see [`RouteRun::suspend`]).
 pub struct Suspended {
     pub at: (usize, usize),
@@ -63,7 +73,8 @@ pub struct Suspended {
 /// without their `after` (`Filter::cancel`): on drop, as many as the phase says.
 pub struct RouteRun<'a> {
     filters: &'a [FilterBox],
-    /// `host|scheme|uri`, then each filter's variant; empty without filters.
+    /// `host|scheme|uri`, then each filter's variant; empty without filters or before the
+    /// first step.
     key: String,
     phase: Phase,
     /// With `Some`, the core's 404 / 405 takes the handler's place: the filters of the first
@@ -91,16 +102,11 @@ impl Drop for RouteRun<'_> {
 impl<'a> RouteRun<'a> {
     /// A run from the first filter.
     pub fn new(site: Site<'a>, ex: &mut Exchange, unrouted: Option<Routing>) -> RouteRun<'a> {
-        let filters = &site.route().filters[..];
-        let key = if filters.is_empty() {
-            String::new()
-        } else {
-            cache_key(site, ex)
-        };
         ex.extra.clear();
         RouteRun {
-            filters,
-            key,
+            filters: &site.route().filters[..],
+            // Built on the first step's request view.
+            key: String::new(),
             phase: Phase::Before(0),
             counted: unrouted.is_none(),
             unrouted,
@@ -149,68 +155,89 @@ impl<'a> RouteRun<'a> {
         self.counted
     }
 
-    /// Run steps until the route is answered or declined, or a step must wait.
+    /// Run steps until the route is answered or declined, or a step must wait. The request
+    /// view is built once for every stretch of steps that leaves the request as it is.
     pub fn advance(&mut self, site: Site<'_>, ex: &mut Exchange) -> Advanced {
+        loop {
+            let extra = !ex.extra.is_empty();
+            match site.view(ex, |req, resp| self.stretch(site, req, resp, extra)) {
+                Stretch::Stop(advanced) => return advanced,
+                Stretch::SetHeaders(set) => ex.extra.extend(set),
+                Stretch::ClientHeaders => ex.extra.clear(),
+            }
+        }
+    }
+
+    /// Run steps on one request view until the run stops or the view must change. `extra`:
+    /// the view has filters' request headers.
+    fn stretch(
+        &mut self,
+        site: Site<'_>,
+        req: &Request<'_>,
+        resp: &mut Response,
+        extra: bool,
+    ) -> Stretch {
         let route = site.route();
+        if self.key.is_empty() && !self.filters.is_empty() {
+            self.key = cache_key(site, req);
+        }
         loop {
             match self.phase {
                 Phase::Before(i) if i == self.filters.len() => self.phase = Phase::Handler,
                 Phase::Before(i) => {
                     let f = &self.filters[i];
                     let key = RStr::from_str(&self.key);
-                    let mut set = RVec::new();
-                    let step = site.view(ex, |req, resp| match f.before_mode(req, key) {
-                        Mode::Inline => {
-                            let step = f.before(req, key, resp);
-                            if step == Step::Continue {
-                                f.request_headers(req, key, &mut set);
-                            }
-                            Some(step)
-                        }
-                        Mode::Worker => None,
-                    });
-                    match step {
-                        Some(Step::Continue) => self.went_on(ex, i, set),
-                        Some(step) => {
-                            if let Some(blocked) = self.took(site, ex, i, step) {
-                                return Advanced::Blocked(blocked);
+                    if f.before_mode(req, key) == Mode::Worker {
+                        return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
+                    }
+                    match f.before(req, key, resp) {
+                        Step::Continue => {
+                            let mut set = RVec::new();
+                            f.request_headers(req, key, &mut set);
+                            self.phase = Phase::Before(i + 1);
+                            if !set.is_empty() {
+                                return Stretch::SetHeaders(set);
                             }
                         }
-                        None => return Advanced::Blocked(Blocked::Pool),
+                        // A filter answered (a cache hit): `after` of the filters before it runs.
+                        Step::Respond => {
+                            self.phase = Phase::After(i);
+                            if extra {
+                                return Stretch::ClientHeaders;
+                            }
+                        }
+                        Step::Wait => {
+                            return Stretch::Stop(Advanced::Blocked(Blocked::FilterWait(i)))
+                        }
                     }
                 }
                 Phase::Handler => {
                     if let Some(routing) = self.unrouted.take() {
-                        routing.not_found(ex);
-                        self.answered(ex);
-                        continue;
-                    }
-                    if route.mode == Mode::Worker {
-                        return Advanced::Blocked(Blocked::Pool);
-                    }
-                    let outcome = site.view(ex, |req, resp| route.handler.handle(req, resp));
-                    match handled(outcome, &mut ex.resp) {
-                        Handled::Answered => self.answered(ex),
-                        Handled::Declined => return Advanced::Declined,
-                        Handled::Later(future) => {
-                            return Advanced::Blocked(Blocked::Reply(future));
+                        routing.not_found(resp);
+                    } else if route.mode == Mode::Worker {
+                        return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
+                    } else {
+                        match handled(route.handler.handle(req, resp), resp) {
+                            Handled::Answered => {}
+                            Handled::Declined => return Stretch::Stop(Advanced::Declined),
+                            Handled::Later(future) => {
+                                return Stretch::Stop(Advanced::Blocked(Blocked::Reply(future)));
+                            }
                         }
+                    }
+                    // Filters' request headers were for the handler: `after` sees the client's.
+                    self.phase = Phase::After(self.filters.len());
+                    if extra {
+                        return Stretch::ClientHeaders;
                     }
                 }
-                Phase::After(0) => return Advanced::Answered,
+                Phase::After(0) => return Stretch::Stop(Advanced::Answered),
                 Phase::After(n) => {
                     let f = &self.filters[n - 1];
-                    let key = RStr::from_str(&self.key);
-                    let inline = site.view(ex, |req, resp| {
-                        let inline = f.after_mode(req, resp) == Mode::Inline;
-                        if inline {
-                            f.after(req, key, resp);
-                        }
-                        inline
-                    });
-                    if !inline {
-                        return Advanced::Blocked(Blocked::Pool);
+                    if f.after_mode(req, resp) == Mode::Worker {
+                        return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
                     }
+                    f.after(req, RStr::from_str(&self.key), resp);
                     self.phase = Phase::After(n - 1);
                 }
             }
@@ -368,21 +395,17 @@ pub async fn run_route(
 }
 
 /// `host|scheme|uri`, then each filter's variant.
-fn cache_key(site: Site<'_>, ex: &mut Exchange) -> String {
-    let buf = &ex.buf;
-    let (host, uri) = (ex.head.host(buf), ex.head.uri.str(buf));
+fn cache_key(site: Site<'_>, req: &Request<'_>) -> String {
+    let (host, uri) = (req.host.as_str(), req.uri.as_str());
     let scheme = if site.peer.secure { "https" } else { "http" };
     // Room for the filters' variants too.
     let mut key = RString::with_capacity(host.len() + scheme.len() + uri.len() + 32);
     for part in [host, "|", scheme, "|", uri] {
         key.push_str(part);
     }
-    let filters = &site.route().filters;
-    site.view(ex, |req, _| {
-        for filter in filters {
-            filter.cache_key(req, &mut key);
-        }
-    });
+    for filter in &site.route().filters {
+        filter.cache_key(req, &mut key);
+    }
     key.into_string()
 }
 
