@@ -69,6 +69,23 @@ mod tests {
     }
 }
 
+/// `text` for the life of the process, for header names and values fixed by a module's
+/// configuration: a response carries a `&'static str` without copying it (a `String` value
+/// costs an allocation and a copy per response). Each distinct text is kept once, so
+/// reloading a configuration does not grow memory.
+pub fn static_text(text: &str) -> &'static str {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, PoisonError};
+    static TEXTS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kept) = texts.get(text) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(text.into());
+    texts.insert(kept);
+    kept
+}
+
 /// Add `name` to the response's `Vary` (unless it is listed already, or `Vary: *`).
 pub fn add_vary(resp: &mut crate::Response, name: &'static str) {
     match resp.get_header("vary").map(str::to_owned) {
@@ -83,6 +100,18 @@ pub fn add_vary(resp: &mut crate::Response, name: &'static str) {
                 resp.set_header("Vary", format!("{v}, {name}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod static_text_tests {
+    #[test]
+    fn each_text_is_kept_once() {
+        let a = super::static_text("max-age=60");
+        let b = super::static_text(&String::from("max-age=60"));
+        assert_eq!(a, "max-age=60");
+        assert!(std::ptr::eq(a, b));
+        assert_eq!(super::static_text("max-age=61"), "max-age=61");
     }
 }
 

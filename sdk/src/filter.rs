@@ -129,11 +129,21 @@ impl<F: Filter> Guarded<F> {
 
 impl<F: Filter> FfiFilter for Guarded<F> {
     fn cache_key(&self, req: &Request<'_>, key: &mut RString) {
-        self.guard("cache_key", req, (), || {
-            let mut k = std::mem::take(key).into_string();
-            self.0.cache_key(req, &mut k);
-            *key = k.into();
-        })
+        // The key's buffer was allocated by the core: turned into a `String` here it would be
+        // copied, and copied again on the way back. A buffer kept per thread costs one copy.
+        thread_local!(static KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) });
+        let mut k = KEY.take();
+        k.clear();
+        k.push_str(key);
+        self.guard("cache_key", req, (), || self.0.cache_key(req, &mut k));
+        match k.strip_prefix(key.as_str()) {
+            Some(added) => key.push_str(added),
+            None => {
+                key.clear();
+                key.push_str(&k);
+            }
+        }
+        KEY.set(k);
     }
 
     fn before(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) -> Step {
