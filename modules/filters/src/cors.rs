@@ -3,7 +3,7 @@
 //! `OPTIONS` is answered here (204) without running the handler. A disallowed origin gets
 //! no CORS headers, never an error.
 
-use osprey_sdk::fields::{add_vary, is_token};
+use osprey_sdk::fields::{add_vary, is_token, static_text};
 use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step};
 
 #[derive(serde::Deserialize)]
@@ -21,13 +21,14 @@ struct Conf {
     expose_headers: Vec<String>,
 }
 
+/// Header values are fixed at configuration time: answers carry them without a copy.
 pub struct Cors {
     hosts: Vec<String>,
     credentials: bool,
-    max_age: Option<String>,
-    methods: String,
-    headers: Option<String>,
-    expose: Option<String>,
+    max_age: Option<&'static str>,
+    methods: &'static str,
+    headers: Option<&'static str>,
+    expose: Option<&'static str>,
 }
 
 impl Cors {
@@ -66,10 +67,10 @@ impl Cors {
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
             credentials: conf.allow_credentials,
-            max_age: conf.max_age.map(|s| s.to_string()),
-            methods,
-            headers,
-            expose: (!expose.is_empty()).then_some(expose),
+            max_age: conf.max_age.map(|s| static_text(&s.to_string())),
+            methods: static_text(&methods),
+            headers: headers.as_deref().map(static_text),
+            expose: (!expose.is_empty()).then(|| static_text(&expose)),
         })
     }
 
@@ -105,19 +106,20 @@ impl Filter for Cors {
     fn before(&self, req: &Request<'_>, _key: &str, resp: &mut Response) -> Step {
         let preflight = req.method.as_str() == "OPTIONS"
             && req.header("access-control-request-method").is_some();
-        let Some(origin) = self.allowed_origin(req).filter(|_| preflight) else {
+        let Some(origin) = preflight.then(|| self.allowed_origin(req)).flatten() else {
             return Step::Continue;
         };
         resp.status(204);
         add_vary(resp, "Origin");
         self.allow(origin, resp);
-        resp.set_header("Access-Control-Allow-Methods", self.methods.clone());
-        let asked = req.header("access-control-request-headers");
-        if let Some(headers) = self.headers.as_deref().or(asked) {
-            resp.set_header("Access-Control-Allow-Headers", headers.to_owned());
+        resp.set_header("Access-Control-Allow-Methods", self.methods);
+        if let Some(headers) = self.headers {
+            resp.set_header("Access-Control-Allow-Headers", headers);
+        } else if let Some(asked) = req.header("access-control-request-headers") {
+            resp.set_header("Access-Control-Allow-Headers", asked.to_owned());
         }
-        if let Some(age) = &self.max_age {
-            resp.set_header("Access-Control-Max-Age", age.clone());
+        if let Some(age) = self.max_age {
+            resp.set_header("Access-Control-Max-Age", age);
         }
         Step::Respond
     }
@@ -129,24 +131,25 @@ impl Filter for Cors {
             return;
         };
         self.allow(origin, resp);
-        if let Some(expose) = &self.expose {
-            resp.set_header("Access-Control-Expose-Headers", expose.clone());
+        if let Some(expose) = self.expose {
+            resp.set_header("Access-Control-Expose-Headers", expose);
         }
     }
 }
 
 /// The host of an `Origin` (`scheme://host[:port]`), port removed. `null` and anything
-/// else malformed has none.
+/// else malformed has none. (Byte scans: this runs on every request.)
 fn origin_host(origin: &str) -> Option<&str> {
-    let (scheme, rest) = origin.split_once("://")?;
-    if scheme.is_empty() || rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+    let colon = origin.bytes().position(|b| b == b':')?;
+    let rest = origin[colon..].strip_prefix("://")?;
+    if colon == 0 || rest.is_empty() || rest.bytes().any(|b| b"/?#@".contains(&b)) {
         return None;
     }
-    let host = match rest.strip_prefix('[') {
-        Some(v6) => &rest[..v6.find(']')? + 2],
-        None => rest.split(':').next()?,
+    let end = match rest.as_bytes()[0] {
+        b'[' => rest.bytes().position(|b| b == b']')? + 1,
+        _ => rest.bytes().position(|b| b == b':').unwrap_or(rest.len()),
     };
-    (!host.is_empty()).then_some(host)
+    (end > 0).then(|| &rest[..end])
 }
 
 /// `*`, `example.com` (exactly), `.example.com` (it and its subdomains); case-insensitive.
@@ -186,6 +189,12 @@ mod tests {
         assert_eq!(origin_host("http://[::1]:80"), Some("[::1]"));
         assert_eq!(origin_host("null"), None);
         assert_eq!(origin_host("https://a.com/path"), None);
+        assert_eq!(origin_host("https://a.com"), Some("a.com"));
+        assert_eq!(origin_host("://a.com"), None);
+        assert_eq!(origin_host("https://"), None);
+        assert_eq!(origin_host("https://:443"), None);
+        assert_eq!(origin_host("https://u@a.com"), None);
+        assert_eq!(origin_host("http://[::1"), None);
         assert!(host_matches(".example.com", "example.com"));
         assert!(host_matches(".example.com", "a.B.example.com"));
         assert!(!host_matches(".example.com", "badexample.com"));

@@ -2,10 +2,11 @@
 //! and `Cache-Control`/`Expires` by status and content type (nginx's and h2o's `expires`).
 //! Like nginx, only successful and redirect answers are changed unless `always` is set.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use osprey_sdk::fields::{check_header, is_core_managed, is_token};
+use osprey_sdk::fields::{check_header, is_core_managed, is_token, static_text};
 use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response};
 
 /// nginx's statuses for `add_header` and `expires` without `always`.
@@ -42,13 +43,18 @@ struct ExpiresConf {
 /// One `expires` rule.
 struct Expires {
     max_age: i64,
+    /// `max-age=<max_age>` or `no-cache`.
+    cache_control: &'static str,
     types: Vec<String>,
     status: Option<Vec<u16>>,
 }
 
+/// A header fixed by the configuration: answers carry it without a copy.
+type Fixed = (&'static str, &'static str);
+
 pub struct Headers {
-    add: Vec<(String, String)>,
-    set: Vec<(String, String)>,
+    add: Vec<Fixed>,
+    set: Vec<Fixed>,
     remove: Vec<String>,
     always: bool,
     expires: Vec<Expires>,
@@ -75,9 +81,14 @@ impl Headers {
                 return Err(ConfigError::at_key(json, "types", m));
             }
         }
+        let fixed = |map: &BTreeMap<String, String>| -> Vec<Fixed> {
+            map.iter()
+                .map(|(n, v)| (static_text(n), static_text(v)))
+                .collect()
+        };
         Ok(Headers {
-            add: conf.add.into_iter().collect(),
-            set: conf.set.into_iter().collect(),
+            add: fixed(&conf.add),
+            set: fixed(&conf.set),
             remove: conf.remove,
             always: conf.always,
             expires: conf
@@ -85,6 +96,10 @@ impl Headers {
                 .into_iter()
                 .map(|e| Expires {
                     max_age: e.max_age,
+                    cache_control: match e.max_age {
+                        ..0 => "no-cache",
+                        secs => static_text(&format!("max-age={secs}")),
+                    },
                     types: e.types.iter().map(|t| t.to_ascii_lowercase()).collect(),
                     status: e.status,
                 })
@@ -103,11 +118,11 @@ impl Filter for Headers {
             for name in &self.remove {
                 resp.remove_header(name);
             }
-            for (name, value) in &self.set {
-                resp.set_header(name.clone(), value.clone());
+            for &(name, value) in &self.set {
+                resp.set_header(name, value);
             }
-            for (name, value) in &self.add {
-                resp.header(name.clone(), value.clone());
+            for &(name, value) in &self.add {
+                resp.header(name, value);
             }
         }
         if self.expires.is_empty() {
@@ -123,36 +138,42 @@ impl Filter for Headers {
             status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media)))
         });
         if let Some(rule) = rule {
-            set_expires(resp, rule.max_age);
+            resp.set_header("Cache-Control", rule.cache_control);
+            resp.set_header("Expires", expires_at(rule.max_age));
         }
     }
 }
 
-/// `Cache-Control` and `Expires` for `max_age` seconds from now, as nginx's `expires`.
-fn set_expires(resp: &mut Response, max_age: i64) {
-    let now = SystemTime::now();
-    let (control, at) = if max_age < 0 {
-        (
-            "no-cache".to_owned(),
-            now - Duration::from_secs(max_age.unsigned_abs()),
-        )
-    } else {
-        let secs = max_age.unsigned_abs();
-        (format!("max-age={secs}"), now + Duration::from_secs(secs))
-    };
-    resp.set_header("Cache-Control", control);
-    resp.set_header("Expires", httpdate::fmt_http_date(at));
+/// The last year an HTTP date can show.
+const LAST_HTTP_DATE: u64 = 253_402_300_799; // 9999-12-31 23:59:59
+
+/// The HTTP date `max_age` seconds from now (in the past when negative), as nginx's
+/// `expires`. Formatted once per second and thread (for the last `max_age` asked).
+fn expires_at(max_age: i64) -> String {
+    thread_local!(static LAST: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) });
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let at = now.saturating_add_signed(max_age).min(LAST_HTTP_DATE);
+    LAST.with_borrow_mut(|(secs, text)| {
+        if *secs != at || text.is_empty() {
+            *secs = at;
+            *text = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(at));
+        }
+        text.clone()
+    })
 }
 
-/// `image/` matches by prefix, `+json` by suffix, anything else exactly (case-insensitive).
+/// `image/` matches by prefix, `+json` by suffix, anything else exactly (case-insensitive;
+/// patterns are lower-case).
 fn type_matches(pattern: &str, media: &str) -> bool {
-    let media = media.to_ascii_lowercase();
+    let (p, m) = (pattern.as_bytes(), media.as_bytes());
     if pattern.ends_with('/') {
-        media.starts_with(pattern)
+        m.len() >= p.len() && m[..p.len()].eq_ignore_ascii_case(p)
     } else if pattern.starts_with('+') {
-        media.ends_with(pattern)
+        m.len() >= p.len() && m[m.len() - p.len()..].eq_ignore_ascii_case(p)
     } else {
-        media == pattern
+        m.eq_ignore_ascii_case(p)
     }
 }
 
@@ -165,6 +186,9 @@ mod tests {
         assert!(type_matches("image/", "image/png"));
         assert!(type_matches("+json", "application/ld+json"));
         assert!(type_matches("text/css", "TEXT/CSS"));
+        assert!(type_matches("image/", "IMAGE/webp"));
+        assert!(!type_matches("image/", "imag"));
+        assert!(!type_matches("+json", "json"));
         assert!(!type_matches("text/css", "text/cssx"));
     }
 
@@ -189,19 +213,38 @@ mod tests {
         assert_eq!(e.line, 2, "{e}");
     }
 
+    fn expires(config: &str) -> Response {
+        let filter = Headers::new(config).unwrap();
+        let mut r = Response::new();
+        osprey_sdk::testing::TestRequest::get("/").with_view(|req| filter.after(req, "", &mut r));
+        r
+    }
+
     #[test]
     fn expires_sets_both_headers() {
-        let mut r = Response::new();
-        set_expires(&mut r, 60);
+        let r = expires(r#"{"expires": [{"max_age": 60}]}"#);
         assert_eq!(r.get_header("cache-control"), Some("max-age=60"));
         let at = httpdate::parse_http_date(r.get_header("expires").unwrap()).unwrap();
         let ahead = at.duration_since(SystemTime::now()).unwrap().as_secs();
         assert!((58..=60).contains(&ahead), "{ahead}");
-        set_expires(&mut r, -1);
+        let r = expires(r#"{"expires": [{"max_age": -1}]}"#);
         assert_eq!(r.get_header("cache-control"), Some("no-cache"));
         assert!(
             httpdate::parse_http_date(r.get_header("expires").unwrap()).unwrap()
                 < SystemTime::now()
         );
+    }
+
+    #[test]
+    fn expires_dates_stay_in_range_and_follow_max_age() {
+        // Formatted per second and `max_age`: a second rule does not reuse the first's date.
+        let (a, b) = (expires_at(60), expires_at(3600));
+        let at = |t: &str| httpdate::parse_http_date(t).unwrap();
+        assert!(
+            at(&b).duration_since(at(&a)).unwrap().as_secs() >= 3539,
+            "{a} {b}"
+        );
+        assert_eq!(expires_at(i64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(expires_at(i64::MIN), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 }

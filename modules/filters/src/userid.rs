@@ -1,12 +1,16 @@
 //! `userid` (nginx's): a visitor-id cookie, set when the request has none or a malformed one.
 //! The id is 128 bits shown as 32 hex digits, derived from the request's id (itself 128 bits
-//! from the kernel's random source) through SHA-256 keyed with a per-process secret: unique
+//! from the kernel's random source) through SHA-256 keyed with a per-process secret (one
+//! 64-byte block, hashed once at configuration time: an id costs one more block): unique
 //! across threads and restarts, not guessable, and the same in `request_headers` and `after`
 //! without keeping state between them. Later filters and the handler see the new id as the
 //! cookie (`Request::cookie`); the access log records it with `"cookie:<name>"`.
 
+use std::cell::RefCell;
+
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::cookie::{SameSite, SetCookie};
+use osprey_sdk::params::cookies;
 use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response};
 use sha2::{Digest, Sha256};
 
@@ -42,10 +46,15 @@ fn default_httponly() -> bool {
 }
 
 pub struct UserId {
-    conf: Conf,
-    same_site: Option<SameSite>,
-    secret: [u8; 32],
+    name: String,
+    /// The `Set-Cookie` attributes after `<name>=<id>`, checked and built once.
+    attributes: String,
+    /// SHA-256 with the secret hashed in.
+    keyed: Sha256,
 }
+
+/// An id as this filter writes it: 32 lower-case hex digits.
+type Id = [u8; 32];
 
 impl UserId {
     pub fn new(json: &str) -> Result<UserId, ConfigError> {
@@ -67,65 +76,86 @@ impl UserId {
                 "expires: must be 0 (session) or more seconds",
             ));
         }
-        let mut filter = UserId {
-            conf,
-            same_site,
-            secret: [0; 32],
-        };
-        // Every attribute is checked once here, so building the header later cannot fail.
-        if let Err(e) = filter.set_cookie("0123456789abcdef0123456789abcdef") {
+        // Every attribute is checked once here, so the header built later is always valid.
+        let id = "0123456789abcdef0123456789abcdef";
+        let header = set_cookie(&conf, same_site, id).map_err(|e| {
             let key = match e {
                 osprey_sdk::cookie::CookieError::Path => "path",
                 osprey_sdk::cookie::CookieError::Domain => "domain",
                 osprey_sdk::cookie::CookieError::SameSiteNoneNeedsSecure => "samesite",
                 _ => "name",
             };
-            return Err(ConfigError::at_key(json, key, format!("{key}: {e}")));
-        }
-        osprey_sdk::random::os_bytes(&mut filter.secret);
-        Ok(filter)
+            ConfigError::at_key(json, key, format!("{key}: {e}"))
+        })?;
+        let mut secret = [0; 64];
+        osprey_sdk::random::os_bytes(&mut secret);
+        Ok(UserId {
+            attributes: header[conf.name.len() + 1 + id.len()..].to_owned(),
+            name: conf.name,
+            keyed: Sha256::new().chain_update(secret),
+        })
     }
 
     /// The client's id, if it sent a well-formed one.
     fn sent<'r>(&self, req: &Request<'r>) -> Option<&'r str> {
-        req.cookie(&self.conf.name).filter(|v| well_formed(v))
+        req.cookie(&self.name).filter(|v| well_formed(v))
     }
 
-    /// The new id for this request: the same in every step of one request.
-    fn new_id(&self, req: &Request<'_>) -> String {
-        let digest = Sha256::new()
-            .chain_update(self.secret)
-            .chain_update(req.request_id.as_bytes())
+    /// The new id for this request: the same in every step of one request. The last one
+    /// made on this thread is kept, so `after` usually finds the one `request_headers` made.
+    fn new_id(&self, req: &Request<'_>) -> Id {
+        thread_local!(static LAST: RefCell<(String, Id)> = const { RefCell::new((String::new(), [0; 32])) });
+        let request_id = req.request_id.as_str();
+        LAST.with_borrow_mut(|(from, id)| {
+            if from != request_id || from.is_empty() {
+                *id = self.derive_id(request_id);
+                from.clear();
+                from.push_str(request_id);
+            }
+            *id
+        })
+    }
+
+    /// The id for the request whose id is `request_id`: keyed SHA-256, cut to 128 bits.
+    fn derive_id(&self, request_id: &str) -> Id {
+        let digest = self
+            .keyed
+            .clone()
+            .chain_update(request_id.as_bytes())
             .finalize();
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut id = String::with_capacity(32);
-        for b in &digest[..16] {
-            id.push(HEX[(b >> 4) as usize] as char);
-            id.push(HEX[(b & 15) as usize] as char);
+        let mut id = [0; 32];
+        for (pair, b) in id.chunks_exact_mut(2).zip(&digest[..16]) {
+            pair[0] = HEX[(b >> 4) as usize];
+            pair[1] = HEX[(b & 15) as usize];
         }
         id
     }
+}
 
-    fn set_cookie(&self, id: &str) -> Result<String, osprey_sdk::cookie::CookieError> {
-        let c = &self.conf;
-        let mut cookie = SetCookie::new(&c.name, id).path(&c.path);
-        if c.expires > 0 {
-            cookie = cookie.max_age(c.expires);
-        }
-        if let Some(domain) = &c.domain {
-            cookie = cookie.domain(domain);
-        }
-        if let Some(s) = self.same_site {
-            cookie = cookie.same_site(s);
-        }
-        if c.secure {
-            cookie = cookie.secure();
-        }
-        if c.httponly {
-            cookie = cookie.http_only();
-        }
-        cookie.build()
+/// The `Set-Cookie` value for `id`.
+fn set_cookie(
+    c: &Conf,
+    same_site: Option<SameSite>,
+    id: &str,
+) -> Result<String, osprey_sdk::cookie::CookieError> {
+    let mut cookie = SetCookie::new(&c.name, id).path(&c.path);
+    if c.expires > 0 {
+        cookie = cookie.max_age(c.expires);
     }
+    if let Some(domain) = &c.domain {
+        cookie = cookie.domain(domain);
+    }
+    if let Some(s) = same_site {
+        cookie = cookie.same_site(s);
+    }
+    if c.secure {
+        cookie = cookie.secure();
+    }
+    if c.httponly {
+        cookie = cookie.http_only();
+    }
+    cookie.build()
 }
 
 impl Filter for UserId {
@@ -134,13 +164,14 @@ impl Filter for UserId {
         if self.sent(req).is_some() {
             return;
         }
+        let id = self.new_id(req);
         let mut cookie = String::new();
-        for (name, value) in req.cookies() {
-            if name != self.conf.name {
+        for (name, value) in req.header_all("cookie").flat_map(cookies) {
+            if name != self.name {
                 cookie.extend([name, "=", value, "; "]);
             }
         }
-        cookie.extend([self.conf.name.as_str(), "=", &self.new_id(req)]);
+        cookie.extend([self.name.as_str(), "=", as_text(&id)]);
         set.push(HeaderPair {
             name: "Cookie".into(),
             value: cookie.into(),
@@ -152,10 +183,16 @@ impl Filter for UserId {
         if self.sent(req).is_some() {
             return;
         }
-        if let Ok(header) = self.set_cookie(&self.new_id(req)) {
-            resp.header("Set-Cookie", header);
-        }
+        let id = self.new_id(req);
+        let mut header =
+            String::with_capacity(self.name.len() + 1 + id.len() + self.attributes.len());
+        header.extend([self.name.as_str(), "=", as_text(&id), &self.attributes]);
+        resp.header("Set-Cookie", header);
     }
+}
+
+fn as_text(id: &Id) -> &str {
+    std::str::from_utf8(id).expect("hex digits")
 }
 
 /// 32 lower-case hex digits, as this filter writes them.
@@ -166,6 +203,24 @@ fn well_formed(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_visitor_gets_one_id_in_both_steps() {
+        let filter = UserId::new(r#"{"name": "vid", "samesite": "lax"}"#).unwrap();
+        let req = osprey_sdk::testing::TestRequest::get("/").header("Cookie", "a=1; vid=bad");
+        let (mut set, mut resp) = (RVec::new(), Response::new());
+        req.with_view(|r| {
+            filter.request_headers(r, "", &mut set);
+            filter.after(r, "", &mut resp);
+        });
+        let cookie = set[0].value.as_str();
+        let id = cookie.strip_prefix("a=1; vid=").unwrap();
+        assert!(well_formed(id), "{cookie}");
+        assert_eq!(
+            resp.get_header("set-cookie").unwrap(),
+            format!("vid={id}; Max-Age=31536000; Path=/; HttpOnly; SameSite=Lax")
+        );
+    }
 
     #[test]
     fn ids_are_checked() {
