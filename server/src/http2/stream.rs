@@ -440,6 +440,8 @@ fn response_head(resp: &Response, length: Option<u64>) -> Result<http::Response<
     let mut head = http::Response::new(());
     *head.status_mut() = http::StatusCode::from_u16(resp.status)?;
     let headers = head.headers_mut();
+    // Sized once: grown an insert at a time, the map rehashes past six entries.
+    headers.reserve(resp.headers.len() + 3);
     headers.insert(http::header::DATE, date_value()?);
     let mut has_server = false;
     for h in resp.headers.iter() {
@@ -477,4 +479,23 @@ fn date_value() -> Result<HeaderValue, SendError> {
             }
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of what `f` returns (a future, for an async fn), without calling it.
+    fn output_size<A, B, C, D, F>(_: fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Each stream's future is boxed and moved once: the request head and a waiting route's
+    /// run live in boxes of their own, or every stream copies kilobytes (with `dispatch` awaited
+    /// inline it is 5.5 KiB in a debug build, 2.3 KiB without).
+    #[test]
+    fn a_streams_future_stays_small() {
+        let size = output_size(handle);
+        assert!(size <= 4096, "stream future: {size} bytes");
+    }
 }
