@@ -10,7 +10,7 @@
 
 mod body;
 pub mod io;
-mod pool;
+pub mod pool;
 mod request;
 mod respond;
 mod state;

@@ -81,10 +81,10 @@ where
                         Some(Ok((req, respond))) => {
                             served += 1;
                             last_start = Instant::now();
-                            let (peer, shared) = (peer.clone(), shared.clone());
-                            running.push(Box::pin(async move {
-                                stream::handle(req, respond, &peer, &shared).await
-                            }));
+                            // Boxed straight from the call: an async block around it
+                            // would move the stream's future once more.
+                            let stream = stream::handle(req, respond, peer.clone(), shared.clone());
+                            running.push(Box::pin(stream));
                             if served >= max_requests && !closing {
                                 conn.graceful_shutdown();
                                 closing = true;
