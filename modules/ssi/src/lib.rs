@@ -150,7 +150,14 @@ impl Filter for Ssi {
                     return;
                 }
             };
-            resp.body_stream(page::assemble(&parent, path, vars, &doc, &self.marker));
+            // Fragments that answer at once (inline handlers, caches) make the whole page
+            // now: sent with Content-Length, as one piece.
+            match page::assemble(&parent, path, vars, &doc, &self.marker).ready_now() {
+                Ok(all) => resp.body = Body::Bytes(all),
+                Err(page) => {
+                    resp.body_stream(page);
+                }
+            }
         }
         // The page is no longer the document those describe.
         for h in ["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"] {

@@ -18,6 +18,8 @@ pub fn assemble(
     marker: &str,
 ) -> Composite {
     let mut page = Composite::new().error_marker(marker.as_bytes().to_vec());
+    // The variables as includes carry them, encoded once until a `set` changes them.
+    let mut encoded: Option<String> = None;
     for node in parse(doc) {
         match node {
             Node::Text(text) => page.push_bytes(text),
@@ -36,7 +38,8 @@ pub fn assemble(
                     "include" => match attr("virtual").or_else(|| attr("file")) {
                         Some(uri) => {
                             let uri = resolve(path, &uri);
-                            let sub = Subrequest::get(uri).header(INHERITED, vars.encode());
+                            let vars = encoded.get_or_insert_with(|| vars.encode());
+                            let sub = Subrequest::get(uri).header(INHERITED, vars.clone());
                             page.push_fetch(parent.start(sub));
                             Ok(())
                         }
@@ -45,6 +48,7 @@ pub fn assemble(
                     "set" => match (attr("var"), attr("value")) {
                         (Some(name), Some(value)) => {
                             vars.set(&name, &value);
+                            encoded = None;
                             Ok(())
                         }
                         _ => Err("set needs var and value".to_owned()),
