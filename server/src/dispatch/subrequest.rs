@@ -21,12 +21,14 @@ use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer
 use crate::config::Limits;
 use crate::server::Shared;
 
-/// Where a request stands among subrequests: how deep, the (host, URI) of each ancestor and
-/// its own (for loop detection), and the count left to the whole client request.
+/// Where a request stands among subrequests: how deep, its (host, URI) and its parent's
+/// lineage (for loop detection), and the count left to the whole client request.
 #[derive(Debug)]
 pub struct Lineage {
     depth: u32,
-    chain: Vec<(Box<str>, Box<str>)>,
+    host: Box<str>,
+    uri: Box<str>,
+    up: Option<Arc<Lineage>>,
     left: Arc<AtomicU32>,
 }
 
@@ -35,13 +37,15 @@ impl Lineage {
     fn root(host: &str, uri: &str, count: u32) -> Lineage {
         Lineage {
             depth: 0,
-            chain: vec![(host.into(), uri.into())],
+            host: host.into(),
+            uri: uri.into(),
+            up: None,
             left: Arc::new(AtomicU32::new(count)),
         }
     }
 
     /// The lineage of a subrequest of this request to (`host`, `uri`), or why there is none.
-    fn child(&self, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
+    fn child(self: &Arc<Self>, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
         let max_depth = limits.max_subrequest_depth;
         if self.depth >= max_depth {
             return Err(format!(
@@ -49,10 +53,14 @@ impl Lineage {
                  (limits.max_subrequest_depth)"
             ));
         }
-        if self.chain.iter().any(|(h, u)| **h == *host && **u == *uri) {
-            return Err(format!(
-                "subrequest to {uri} refused: it includes itself (a subrequest loop)"
-            ));
+        let mut at = Some(self);
+        while let Some(l) = at {
+            if *l.host == *host && *l.uri == *uri {
+                return Err(format!(
+                    "subrequest to {uri} refused: it includes itself (a subrequest loop)"
+                ));
+            }
+            at = l.up.as_ref();
         }
         let took = self
             .left
@@ -64,11 +72,11 @@ impl Lineage {
                 limits.max_subrequests
             ));
         }
-        let mut chain = self.chain.clone();
-        chain.push((host.into(), uri.into()));
         Ok(Lineage {
             depth: self.depth + 1,
-            chain,
+            host: host.into(),
+            uri: uri.into(),
+            up: Some(self.clone()),
             left: self.left.clone(),
         })
     }
@@ -218,7 +226,9 @@ fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), 
         return Err("the host is not a host name");
     }
     let bad_header = target.headers.iter().any(|h| {
-        !clean(&h.name) || h.name.contains(':') || h.value.bytes().any(|b| b == b'\r' || b == b'\n')
+        !clean(&h.name)
+            || h.name.contains(':')
+            || memchr::memchr2(b'\r', b'\n', h.value.as_bytes()).is_some()
     });
     if bad_header {
         return Err("a header name or value is not valid");
@@ -310,20 +320,22 @@ mod tests {
     #[test]
     fn depth_loops_and_count_are_limited() {
         let limits = Limits::default();
-        let root = Lineage::root("h", "/page", limits.max_subrequests);
-        let child = |l: &Lineage, uri: &str| l.child("h", uri, &limits);
+        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
+        let child = |l: &Arc<Lineage>, uri: &str| l.child("h", uri, &limits).map(Arc::new);
         assert!(child(&root, "/page")
             .unwrap_err()
             .contains("includes itself"));
         // The same URI on another host is not a loop.
         assert!(root.child("other", "/page", &limits).is_ok());
         let mut at = child(&root, "/a").unwrap();
+        // A loop through an ancestor further up.
+        assert!(child(&at, "/page").unwrap_err().contains("includes itself"));
         for d in 2..=limits.max_subrequest_depth {
             at = child(&at, &format!("/d{d}")).unwrap();
         }
         let refused = child(&at, "/deeper").unwrap_err();
         assert!(refused.contains("deeper than 8"), "{refused}");
-        let root = Lineage::root("h", "/page", limits.max_subrequests);
+        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
         for i in 0..limits.max_subrequests {
             child(&root, &format!("/f{i}")).unwrap();
         }
