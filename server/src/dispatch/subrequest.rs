@@ -17,7 +17,11 @@ use osprey_sdk::subrequest::{
 };
 use osprey_sdk::Response;
 
-use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer};
+use tokio::time::Instant;
+
+use super::{
+    dispatch_now, finish, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer, Routed,
+};
 use crate::config::Limits;
 use crate::server::Shared;
 
@@ -189,8 +193,26 @@ impl SubrequestParent for CoreParent {
             Err(message) => return refused(500, message),
         };
         let buf = request_bytes(uri, &host, &target);
-        let (shared, peer) = (self.shared.clone(), self.peer.clone());
-        LocalFfiFuture::new(async move { run(shared, peer, buf, lineage).await.into() })
+        let started = start_clock();
+        let ex = match exchange(&self.shared, &self.peer, buf, lineage) {
+            Ok(ex) => ex,
+            Err(e) => return refused(e.status, e.message.into()),
+        };
+        // Routed now, as the main pipeline's fast path: an inline answer (a cached fragment)
+        // costs no future of its run.
+        match dispatch_now(&self.shared, &self.peer, ex) {
+            Routed::Answered(ex) => {
+                let answer = ended(&self.peer, started, Dispatched::Answered(ex));
+                LocalFfiFuture::new(std::future::ready(answer.into()))
+            }
+            Routed::Waits(rest) => {
+                let (shared, peer) = (self.shared.clone(), self.peer.clone());
+                LocalFfiFuture::new(async move {
+                    let dispatched = finish(&shared, &peer, *rest).await;
+                    ended(&peer, started, dispatched).into()
+                })
+            }
+        }
     }
 }
 
@@ -257,14 +279,13 @@ fn request_bytes(uri: &str, host: &str, target: &SubrequestTarget) -> Vec<u8> {
     buf
 }
 
-/// Parse and dispatch the subrequest, count and log it, and hand its response over.
-async fn run(
-    shared: Arc<Shared>,
-    peer: Arc<Peer>,
+/// The subrequest parsed, as the pipeline takes it.
+fn exchange(
+    shared: &Shared,
+    peer: &Peer,
     buf: Vec<u8>,
     lineage: Arc<Lineage>,
-) -> Result<Response, SubrequestError> {
-    let started = start_clock();
+) -> Result<Exchange, SubrequestError> {
     let head = match crate::http::parse::parse(&buf, &shared.config.limits) {
         Ok(Some(head)) => head,
         Ok(None) => return Err(error(400, "the subrequest's head is incomplete".into())),
@@ -274,7 +295,7 @@ async fn run(
         }
     };
     let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-    let ex = Exchange {
+    Ok(Exchange {
         buf,
         head: Box::new(head),
         body: BodyLoc::InBuf(Default::default()),
@@ -283,8 +304,16 @@ async fn run(
         stream: None,
         id,
         lineage: Some(lineage),
-    };
-    let (ex, status) = match dispatch(&shared, &peer, ex).await {
+    })
+}
+
+/// Count and log the subrequest's run, and hand its response over.
+fn ended(
+    peer: &Peer,
+    started: Option<Instant>,
+    dispatched: Dispatched,
+) -> Result<Response, SubrequestError> {
+    let (ex, status) = match dispatched {
         Dispatched::Answered(ex) => {
             let status = ex.resp.status;
             (Some(ex), status)
@@ -292,7 +321,7 @@ async fn run(
         Dispatched::Lost => (None, 500),
     };
     super::finished::subrequest_finished(Finished {
-        peer: &peer,
+        peer,
         request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
         status,
         body_bytes: ex.as_ref().and_then(|ex| ex.resp.body.len()).unwrap_or(0),
