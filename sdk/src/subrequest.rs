@@ -244,6 +244,22 @@ enum Piece {
     Failed(RString),
 }
 
+impl Piece {
+    /// The piece that sends `body` (none for an empty one).
+    fn of(body: Body) -> Option<Piece> {
+        match body {
+            Body::Empty | Body::Upgrade(_) => None,
+            Body::Bytes(b) => Some(Piece::Bytes(b)),
+            Body::Shared(b) => Some(Piece::Shared(b)),
+            Body::File(f) => Some(Piece::File(f)),
+            Body::Stream(stream) => Some(Piece::Stream {
+                stream,
+                started: false,
+            }),
+        }
+    }
+}
+
 /// What [`Composite::poll_piece`] did.
 enum Took {
     /// Appended the next piece's bytes (or some of them) to the output.
@@ -328,15 +344,8 @@ impl Composite {
     /// A body piece as it is (bytes, a file range or a stream): e.g. a subrequest's answer
     /// already awaited.
     pub fn push_body(&mut self, body: Body) {
-        match body {
-            Body::Empty | Body::Upgrade(_) => {}
-            Body::Bytes(b) => self.pieces.push_back(Piece::Bytes(b)),
-            Body::Shared(b) => self.pieces.push_back(Piece::Shared(b)),
-            Body::File(f) => self.pieces.push_back(Piece::File(f)),
-            Body::Stream(stream) => self.pieces.push_back(Piece::Stream {
-                stream,
-                started: false,
-            }),
+        if let Some(piece) = Piece::of(body) {
+            self.pieces.push_back(piece);
         }
     }
 
@@ -445,9 +454,10 @@ impl Composite {
                     return self.marker(&why, out);
                 }
                 Piece::Answer(_, Ok(resp)) => {
-                    let rest: Vec<Piece> = self.pieces.drain(..).collect();
-                    self.push_body(resp.body);
-                    self.pieces.extend(rest);
+                    // The answer's body takes its place.
+                    if let Some(piece) = Piece::of(resp.body) {
+                        self.pieces.push_front(piece);
+                    }
                     continue;
                 }
                 Piece::Stream {
@@ -503,5 +513,62 @@ impl BodyStream for Composite {
             Poll::Ready(chunk) => FfiPoll::Ready(chunk.map(RResult::from).into()),
             Poll::Pending => FfiPoll::Pending,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream that gives `first`, then fails (`fail`) or waits for ever.
+    struct Then {
+        first: Option<&'static [u8]>,
+        fail: bool,
+    }
+
+    impl BodyStream for Then {
+        fn poll_chunk(
+            &mut self,
+            _cx: &mut FfiContext<'_>,
+        ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+            match self.first.take() {
+                Some(b) => FfiPoll::Ready(ROption::RSome(RResult::ROk(b.to_vec().into()))),
+                None if self.fail => FfiPoll::Ready(ROption::RSome(RResult::RErr("cut".into()))),
+                None => FfiPoll::Pending,
+            }
+        }
+    }
+
+    fn with_stream(first: &'static [u8], fail: bool) -> Composite {
+        let mut resp = Response::default();
+        resp.body_stream(Then {
+            first: Some(first),
+            fail,
+        });
+        let mut page = Composite::new().bytes("a");
+        page.push_body(std::mem::replace(&mut resp.body, Body::Empty));
+        page.bytes("c")
+    }
+
+    fn poll(page: &mut Composite) -> Poll<Option<Result<RVec<u8>, RString>>> {
+        page.poll_gathered(&mut Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn ready_now_gives_the_whole_body_or_keeps_what_was_ready_in_order() {
+        let shared = RArc::new(RVec::from(b"b".to_vec()));
+        let all = Composite::new().bytes("a").shared(shared).ready_now();
+        assert_eq!(all.ok().unwrap().as_slice(), b"ab");
+        assert!(Composite::new().ready_now().ok().unwrap().is_empty());
+
+        // A piece that waits: the bytes before it stay first, nothing after it goes.
+        let mut waits = with_stream(b"b", false).ready_now().err().unwrap();
+        assert!(matches!(poll(&mut waits), Poll::Ready(Some(Ok(b))) if b.as_slice() == b"ab"));
+        assert!(poll(&mut waits).is_pending());
+
+        // A piece that fails after its output started: its bytes, then the failure.
+        let mut fails = with_stream(b"b", true).ready_now().err().unwrap();
+        assert!(matches!(poll(&mut fails), Poll::Ready(Some(Ok(b))) if b.as_slice() == b"ab"));
+        assert!(matches!(poll(&mut fails), Poll::Ready(Some(Err(_)))));
     }
 }
