@@ -286,18 +286,20 @@ fn exchange(
     buf: Vec<u8>,
     lineage: Arc<Lineage>,
 ) -> Result<Exchange, SubrequestError> {
-    let head = match crate::http::parse::parse(&buf, &shared.config.limits) {
-        Ok(Some(head)) => head,
-        Ok(None) => return Err(error(400, "the subrequest's head is incomplete".into())),
+    // Parsed in place: a head is large, and is not moved into its box.
+    let mut head = Box::<crate::http::parse::Head>::default();
+    match crate::http::parse::parse_into(&buf, &shared.config.limits, &mut head) {
+        Ok(true) => {}
+        Ok(false) => return Err(error(400, "the subrequest's head is incomplete".into())),
         Err(e) => {
             let why = format!("the subrequest is not valid HTTP: {}", e.reason);
             return Err(error(e.status, why));
         }
-    };
+    }
     let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
     Ok(Exchange {
         buf,
-        head: Box::new(head),
+        head,
         body: BodyLoc::InBuf(Default::default()),
         resp: Response::default(),
         extra: Vec::new(),
