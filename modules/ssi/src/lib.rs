@@ -138,12 +138,17 @@ impl Filter for Ssi {
     }
 
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        let switched = SWITCHES.iter().any(|h| {
-            resp.get_header(h)
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("on"))
-        });
-        for h in SWITCHES {
-            resp.remove_header(h);
+        let mut sent = SWITCHES
+            .iter()
+            .filter_map(|h| resp.get_header(h))
+            .peekable();
+        let present = sent.peek().is_some();
+        let switched = sent.any(|v| v.trim().eq_ignore_ascii_case("on"));
+        // (Removing rebuilds the header list: only when there is one to remove.)
+        if present {
+            for h in SWITCHES {
+                resp.remove_header(h);
+            }
         }
         if resp.status != 200 || !(switched || self.on_for_request(req)) {
             return;
