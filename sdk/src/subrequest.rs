@@ -240,6 +240,34 @@ enum Piece {
         stream: StreamBox,
         started: bool,
     },
+    /// A failure met while gathering, given after the bytes before it.
+    Failed(RString),
+}
+
+impl Piece {
+    /// The piece that sends `body` (none for an empty one).
+    fn of(body: Body) -> Option<Piece> {
+        match body {
+            Body::Empty | Body::Upgrade(_) => None,
+            Body::Bytes(b) => Some(Piece::Bytes(b)),
+            Body::Shared(b) => Some(Piece::Shared(b)),
+            Body::File(f) => Some(Piece::File(f)),
+            Body::Stream(stream) => Some(Piece::Stream {
+                stream,
+                started: false,
+            }),
+        }
+    }
+}
+
+/// What [`Composite::poll_piece`] did.
+enum Took {
+    /// Appended the next piece's bytes (or some of them) to the output.
+    Appended,
+    /// A piece failed after its output started: the stream fails.
+    Failed(RString),
+    /// No pieces left.
+    End,
 }
 
 /// A response body made of ordered pieces: literal bytes, file ranges and subrequest bodies.
@@ -253,8 +281,6 @@ enum Piece {
 pub struct Composite {
     pieces: VecDeque<Piece>,
     marker: RVec<u8>,
-    /// A failure met while gathering, given at the next poll (after the bytes before it).
-    failed: Option<RString>,
 }
 
 impl Default for Composite {
@@ -269,7 +295,6 @@ impl Composite {
         Composite {
             pieces: VecDeque::new(),
             marker: DEFAULT_ERROR_MARKER.to_vec().into(),
-            failed: None,
         }
     }
 
@@ -319,21 +344,36 @@ impl Composite {
     /// A body piece as it is (bytes, a file range or a stream): e.g. a subrequest's answer
     /// already awaited.
     pub fn push_body(&mut self, body: Body) {
-        match body {
-            Body::Empty | Body::Upgrade(_) => {}
-            Body::Bytes(b) => self.pieces.push_back(Piece::Bytes(b)),
-            Body::Shared(b) => self.pieces.push_back(Piece::Shared(b)),
-            Body::File(f) => self.pieces.push_back(Piece::File(f)),
-            Body::Stream(stream) => self.pieces.push_back(Piece::Stream {
-                stream,
-                started: false,
-            }),
+        if let Some(piece) = Piece::of(body) {
+            self.pieces.push_back(piece);
         }
     }
 
     /// Whether there is nothing left to send.
     pub fn is_empty(&self) -> bool {
         self.pieces.is_empty()
+    }
+
+    /// The whole body now, when every piece is ready without waiting (fragments answered
+    /// inline or from caches): then it goes out as one bytes body, with `Content-Length`
+    /// rather than chunked. Otherwise the composite to stream, its subrequests started and
+    /// the bytes ready so far kept at its front. Call it where a subrequest may be started
+    /// (it runs them): in `handle` or a filter step run inline.
+    pub fn ready_now(mut self) -> Result<RVec<u8>, Composite> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_gathered(&mut cx) {
+            Poll::Ready(None) => Ok(RVec::new()),
+            Poll::Ready(Some(Ok(all))) if self.pieces.is_empty() => Ok(all),
+            Poll::Ready(Some(Ok(some))) => {
+                self.pieces.push_front(Piece::Bytes(some));
+                Err(self)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.pieces.push_front(Piece::Failed(e));
+                Err(self)
+            }
+            Poll::Pending => Err(self),
+        }
     }
 
     /// Move every subrequest on, so they run side by side; keep the answers that came.
@@ -347,55 +387,52 @@ impl Composite {
         }
     }
 
-    /// The marker for a piece that failed before its output started.
-    fn marker(&self, why: &str) -> Poll<Option<Result<RVec<u8>, RString>>> {
+    /// The marker for a piece that failed before its output started, appended to `out`.
+    fn marker(&self, why: &str, out: &mut Vec<u8>) -> Poll<Took> {
         crate::host::warn(&format!("composite body: {why}"));
-        Poll::Ready(Some(Ok(self.marker.clone())))
+        out.extend_from_slice(&self.marker);
+        Poll::Ready(Took::Appended)
     }
 
     /// The pieces ready now, gathered into one chunk (up to [`GATHER`] bytes).
     fn poll_gathered(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
-        if let Some(e) = self.failed.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
-        let mut out: Option<RVec<u8>> = None;
+        self.advance_fetches(cx);
+        let mut out = Vec::new();
         loop {
-            let next = self.poll_next(cx);
-            match (next, out.as_mut()) {
-                (Poll::Ready(Some(Ok(chunk))), None) => out = Some(chunk),
-                (Poll::Ready(Some(Ok(chunk))), Some(buf)) => buf.extend_from_slice(&chunk),
-                (Poll::Ready(Some(Err(e))), Some(_)) => {
-                    self.failed = Some(e);
-                    return Poll::Ready(out.map(Ok));
+            let took = self.poll_piece(cx, &mut out);
+            match took {
+                Poll::Ready(Took::Appended) if out.len() < GATHER => continue,
+                Poll::Ready(Took::Failed(e)) if out.is_empty() => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Took::Failed(e)) => self.pieces.push_front(Piece::Failed(e)),
+                Poll::Ready(Took::End) | Poll::Pending if out.is_empty() => {
+                    return took.map(|_| None);
                 }
-                (Poll::Pending, Some(_)) | (Poll::Ready(None), Some(_)) => {
-                    return Poll::Ready(out.map(Ok));
-                }
-                (other, None) => return other,
+                _ => {}
             }
-            if out.as_ref().is_some_and(|b| b.len() >= GATHER) {
-                return Poll::Ready(out.map(Ok));
-            }
+            return Poll::Ready(Some(Ok(out.into())));
         }
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
-        self.advance_fetches(cx);
+    /// Append the bytes of the next piece that has some ready to `out`.
+    fn poll_piece(&mut self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<Took> {
         loop {
             let Some(piece) = self.pieces.pop_front() else {
-                return Poll::Ready(None);
+                return Poll::Ready(Took::End);
             };
             match piece {
-                Piece::Bytes(b) => return Poll::Ready(Some(Ok(b))),
-                Piece::Shared(b) => return Poll::Ready(Some(Ok(b.as_slice().to_vec().into()))),
+                Piece::Bytes(b) => out.extend_from_slice(&b),
+                Piece::Shared(b) => out.extend_from_slice(&b),
                 Piece::File(range) => {
                     if range.len == 0 {
                         continue;
                     }
                     let n = range.len.min(FILE_CHUNK);
-                    let mut chunk = vec![0; n as usize];
-                    if let Err(e) = range.file.read_exact_at(&mut chunk, range.offset) {
-                        return Poll::Ready(Some(Err(format!("reading a file piece: {e}").into())));
+                    let at = out.len();
+                    out.resize(at + n as usize, 0);
+                    if let Err(e) = range.file.read_exact_at(&mut out[at..], range.offset) {
+                        out.truncate(at);
+                        let why = format!("reading a file piece: {e}");
+                        return Poll::Ready(Took::Failed(why.into()));
                     }
                     if n < range.len {
                         self.pieces.push_front(Piece::File(FileRange {
@@ -404,53 +441,52 @@ impl Composite {
                             len: range.len - n,
                         }));
                     }
-                    return Poll::Ready(Some(Ok(chunk.into())));
                 }
                 Piece::Fetch(fetch) => {
                     self.pieces.push_front(Piece::Fetch(fetch));
                     return Poll::Pending;
                 }
                 Piece::Answer(uri, Err(e)) => {
-                    return self.marker(&format!("subrequest {uri} failed: {e}"));
+                    return self.marker(&format!("subrequest {uri} failed: {e}"), out);
                 }
                 Piece::Answer(uri, Ok(resp)) if resp.status != 200 => {
-                    return self.marker(&format!("subrequest {uri} answered {}", resp.status));
+                    let why = format!("subrequest {uri} answered {}", resp.status);
+                    return self.marker(&why, out);
                 }
                 Piece::Answer(_, Ok(resp)) => {
-                    let rest: Vec<Piece> = self.pieces.drain(..).collect();
-                    self.push_body(resp.body);
-                    self.pieces.extend(rest);
+                    // The answer's body takes its place.
+                    if let Some(piece) = Piece::of(resp.body) {
+                        self.pieces.push_front(piece);
+                    }
+                    continue;
                 }
                 Piece::Stream {
                     mut stream,
                     started,
-                } => {
-                    let polled = poll_stream(&mut stream, cx);
-                    match polled {
-                        Poll::Pending => {
-                            self.pieces.push_front(Piece::Stream { stream, started });
-                            return Poll::Pending;
-                        }
-                        Poll::Ready(None) => continue,
-                        Poll::Ready(Some(Ok(chunk))) => {
-                            self.pieces.push_front(Piece::Stream {
-                                stream,
-                                started: started || !chunk.is_empty(),
-                            });
-                            return Poll::Ready(Some(Ok(chunk)));
-                        }
-                        Poll::Ready(Some(Err(e))) if !started => {
-                            return self.marker(&format!("subrequest body failed: {e}"));
-                        }
-                        Poll::Ready(Some(Err(e))) => {
-                            return Poll::Ready(Some(Err(format!(
-                                "a subrequest body failed after its output started: {e}"
-                            )
-                            .into())));
-                        }
+                } => match poll_stream(&mut stream, cx) {
+                    Poll::Pending => {
+                        self.pieces.push_front(Piece::Stream { stream, started });
+                        return Poll::Pending;
                     }
-                }
+                    Poll::Ready(None) => continue,
+                    Poll::Ready(Some(Ok(chunk))) => {
+                        out.extend_from_slice(&chunk);
+                        self.pieces.push_front(Piece::Stream {
+                            stream,
+                            started: started || !chunk.is_empty(),
+                        });
+                    }
+                    Poll::Ready(Some(Err(e))) if !started => {
+                        return self.marker(&format!("subrequest body failed: {e}"), out);
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        let why = format!("a subrequest body failed after its output started: {e}");
+                        return Poll::Ready(Took::Failed(why.into()));
+                    }
+                },
+                Piece::Failed(e) => return Poll::Ready(Took::Failed(e)),
             }
+            return Poll::Ready(Took::Appended);
         }
     }
 }
@@ -477,5 +513,62 @@ impl BodyStream for Composite {
             Poll::Ready(chunk) => FfiPoll::Ready(chunk.map(RResult::from).into()),
             Poll::Pending => FfiPoll::Pending,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream that gives `first`, then fails (`fail`) or waits for ever.
+    struct Then {
+        first: Option<&'static [u8]>,
+        fail: bool,
+    }
+
+    impl BodyStream for Then {
+        fn poll_chunk(
+            &mut self,
+            _cx: &mut FfiContext<'_>,
+        ) -> FfiPoll<ROption<RResult<RVec<u8>, RString>>> {
+            match self.first.take() {
+                Some(b) => FfiPoll::Ready(ROption::RSome(RResult::ROk(b.to_vec().into()))),
+                None if self.fail => FfiPoll::Ready(ROption::RSome(RResult::RErr("cut".into()))),
+                None => FfiPoll::Pending,
+            }
+        }
+    }
+
+    fn with_stream(first: &'static [u8], fail: bool) -> Composite {
+        let mut resp = Response::default();
+        resp.body_stream(Then {
+            first: Some(first),
+            fail,
+        });
+        let mut page = Composite::new().bytes("a");
+        page.push_body(std::mem::replace(&mut resp.body, Body::Empty));
+        page.bytes("c")
+    }
+
+    fn poll(page: &mut Composite) -> Poll<Option<Result<RVec<u8>, RString>>> {
+        page.poll_gathered(&mut Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn ready_now_gives_the_whole_body_or_keeps_what_was_ready_in_order() {
+        let shared = RArc::new(RVec::from(b"b".to_vec()));
+        let all = Composite::new().bytes("a").shared(shared).ready_now();
+        assert_eq!(all.ok().unwrap().as_slice(), b"ab");
+        assert!(Composite::new().ready_now().ok().unwrap().is_empty());
+
+        // A piece that waits: the bytes before it stay first, nothing after it goes.
+        let mut waits = with_stream(b"b", false).ready_now().err().unwrap();
+        assert!(matches!(poll(&mut waits), Poll::Ready(Some(Ok(b))) if b.as_slice() == b"ab"));
+        assert!(poll(&mut waits).is_pending());
+
+        // A piece that fails after its output started: its bytes, then the failure.
+        let mut fails = with_stream(b"b", true).ready_now().err().unwrap();
+        assert!(matches!(poll(&mut fails), Poll::Ready(Some(Ok(b))) if b.as_slice() == b"ab"));
+        assert!(matches!(poll(&mut fails), Poll::Ready(Some(Err(_)))));
     }
 }

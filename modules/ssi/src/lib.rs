@@ -8,16 +8,17 @@
 //! "filters": [{"type": "ssi", "error_marker": "<!--[ssi error]-->"}]
 //! ```
 
+mod layouts;
 mod page;
 mod parse;
 mod stream;
 mod vars;
 
-use osprey_sdk::abi_stable::std_types::RVec;
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use osprey_sdk::subrequest::Parent;
 use osprey_sdk::{
-    filter_box, parse_config, Body, ConfigError, Filter, FilterBox, HeaderPair, Module, Request,
-    Response,
+    filter_box, parse_config, Body, Composite, ConfigError, Filter, FilterBox, HeaderPair, Module,
+    Request, Response,
 };
 use stream::SsiStream;
 use vars::Vars;
@@ -73,6 +74,7 @@ pub struct Ssi {
     extensions: Vec<String>,
     marker: String,
     max_size: u64,
+    layouts: layouts::Layouts,
 }
 
 /// Response headers that turn processing on (removed from the answer).
@@ -86,7 +88,29 @@ impl Ssi {
             extensions: c.extensions,
             marker: c.error_marker,
             max_size: c.max_size,
+            layouts: Default::default(),
         })
+    }
+
+    /// A document in a memory cache's shared bytes, small enough to keep its parse.
+    fn cachable<'b>(&self, body: &'b Body) -> Option<&'b RArc<RVec<u8>>> {
+        match body {
+            Body::Shared(doc) if doc.len() <= layouts::MAX_DOC.min(self.max_size as usize) => {
+                Some(doc)
+            }
+            _ => None,
+        }
+    }
+
+    /// Fragments that answer at once (inline handlers, caches) make the whole page now: it
+    /// goes with Content-Length, as one piece; else it streams as its pieces come.
+    fn send(&self, page: Composite, resp: &mut Response) {
+        match page.ready_now() {
+            Ok(all) => resp.body = Body::Bytes(all),
+            Err(page) => {
+                resp.body_stream(page);
+            }
+        }
     }
 
     /// Known from the request alone: the route says so, or the path's ending does.
@@ -114,12 +138,17 @@ impl Filter for Ssi {
     }
 
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        let switched = SWITCHES.iter().any(|h| {
-            resp.get_header(h)
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("on"))
-        });
-        for h in SWITCHES {
-            resp.remove_header(h);
+        let mut sent = SWITCHES
+            .iter()
+            .filter_map(|h| resp.get_header(h))
+            .peekable();
+        let present = sent.peek().is_some();
+        let switched = sent.any(|v| v.trim().eq_ignore_ascii_case("on"));
+        // (Removing rebuilds the header list: only when there is one to remove.)
+        if present {
+            for h in SWITCHES {
+                resp.remove_header(h);
+            }
         }
         if resp.status != 200 || !(switched || self.on_for_request(req)) {
             return;
@@ -142,6 +171,11 @@ impl Filter for Ssi {
                 vars,
                 marker,
             ));
+        } else if let Some(doc) = self.cachable(&resp.body) {
+            let layout = self.layouts.get(path, doc);
+            let (doc, parts) = (&layout.doc, &layout.parts);
+            let page = page::assemble_parts(&parent, path, vars, doc, parts, &self.marker);
+            self.send(page, resp);
         } else {
             let doc = match document(&resp.body, self.max_size) {
                 Ok(doc) => doc,
@@ -150,7 +184,10 @@ impl Filter for Ssi {
                     return;
                 }
             };
-            resp.body_stream(page::assemble(&parent, path, vars, &doc, &self.marker));
+            self.send(
+                page::assemble(&parent, path, vars, &doc, &self.marker),
+                resp,
+            );
         }
         // The page is no longer the document those describe.
         for h in ["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"] {

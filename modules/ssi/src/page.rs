@@ -6,37 +6,84 @@ use osprey_sdk::host;
 use osprey_sdk::subrequest::Parent;
 use osprey_sdk::{Composite, Subrequest};
 
+use std::ops::Range;
+
 use crate::parse::{parse, Node};
 use crate::vars::{Vars, INHERITED};
 
+/// A document's parts, owned (text as a range of the document), so a parsed document can be
+/// kept for the next request (see [`crate::layouts`]).
+#[derive(Debug)]
+pub enum Part {
+    Text(Range<usize>),
+    Directive {
+        command: String,
+        attrs: Vec<(String, String)>,
+        at: usize,
+    },
+    Broken {
+        at: usize,
+        why: &'static str,
+    },
+}
+
+/// `doc` split into its parts.
+pub fn parts(doc: &[u8]) -> Vec<Part> {
+    let start = doc.as_ptr() as usize;
+    parse(doc)
+        .into_iter()
+        .map(|node| match node {
+            Node::Text(text) => {
+                let from = text.as_ptr() as usize - start;
+                Part::Text(from..from + text.len())
+            }
+            Node::Directive { command, attrs, at } => Part::Directive {
+                command: command.to_owned(),
+                attrs: attrs.into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+                at,
+            },
+            Node::Broken { at, why } => Part::Broken { at, why },
+        })
+        .collect()
+}
+
 /// The page for `doc`, served at `path` with `vars`; includes are started for `parent`.
-pub fn assemble(
+pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: &[u8], marker: &str) -> Composite {
+    assemble_parts(parent, path, vars, doc, &parts(doc), marker)
+}
+
+/// [`assemble`] for a document already split into `parts`.
+pub fn assemble_parts(
     parent: &Parent,
     path: &str,
     mut vars: Vars,
     doc: &[u8],
+    parts: &[Part],
     marker: &str,
 ) -> Composite {
     let mut page = Composite::new().error_marker(marker.as_bytes().to_vec());
-    for node in parse(doc) {
-        match node {
-            Node::Text(text) => page.push_bytes(text),
-            Node::Broken { at, why } => {
+    // The variables as includes carry them, encoded once until a `set` changes them.
+    let mut encoded: Option<String> = None;
+    for part in parts {
+        match part {
+            Part::Text(range) => page.push_bytes(&doc[range.clone()]),
+            Part::Broken { at, why } => {
                 host::warn(&format!("ssi: {} at byte {at}: {why}", path));
                 page.push_bytes(marker.as_bytes());
             }
-            Node::Directive { command, attrs, at } => {
+            Part::Directive { command, attrs, at } => {
                 let attr = |name: &str| {
                     attrs
                         .iter()
                         .find(|(n, _)| *n == name)
                         .map(|(_, v)| vars.substitute(v))
                 };
-                let done = match command {
+                let done = match command.as_str() {
                     "include" => match attr("virtual").or_else(|| attr("file")) {
                         Some(uri) => {
                             let uri = resolve(path, &uri);
-                            let sub = Subrequest::get(uri).header(INHERITED, vars.encode());
+                            let vars = encoded.get_or_insert_with(|| vars.encode());
+                            let sub = Subrequest::get(uri).header(INHERITED, vars.clone());
                             page.push_fetch(parent.start(sub));
                             Ok(())
                         }
@@ -45,6 +92,7 @@ pub fn assemble(
                     "set" => match (attr("var"), attr("value")) {
                         (Some(name), Some(value)) => {
                             vars.set(&name, &value);
+                            encoded = None;
                             Ok(())
                         }
                         _ => Err("set needs var and value".to_owned()),

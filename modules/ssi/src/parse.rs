@@ -51,7 +51,7 @@ pub fn parse(doc: &[u8]) -> Vec<Node<'_>> {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 type Parsed<'a> = (&'a str, Vec<(&'a str, String)>);

@@ -17,16 +17,22 @@ use osprey_sdk::subrequest::{
 };
 use osprey_sdk::Response;
 
-use super::{dispatch, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer};
+use tokio::time::Instant;
+
+use super::{
+    dispatch_now, finish, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer, Routed,
+};
 use crate::config::Limits;
 use crate::server::Shared;
 
-/// Where a request stands among subrequests: how deep, the (host, URI) of each ancestor and
-/// its own (for loop detection), and the count left to the whole client request.
+/// Where a request stands among subrequests: how deep, its (host, URI) and its parent's
+/// lineage (for loop detection), and the count left to the whole client request.
 #[derive(Debug)]
 pub struct Lineage {
     depth: u32,
-    chain: Vec<(Box<str>, Box<str>)>,
+    host: Box<str>,
+    uri: Box<str>,
+    up: Option<Arc<Lineage>>,
     left: Arc<AtomicU32>,
 }
 
@@ -35,13 +41,15 @@ impl Lineage {
     fn root(host: &str, uri: &str, count: u32) -> Lineage {
         Lineage {
             depth: 0,
-            chain: vec![(host.into(), uri.into())],
+            host: host.into(),
+            uri: uri.into(),
+            up: None,
             left: Arc::new(AtomicU32::new(count)),
         }
     }
 
     /// The lineage of a subrequest of this request to (`host`, `uri`), or why there is none.
-    fn child(&self, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
+    fn child(self: &Arc<Self>, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
         let max_depth = limits.max_subrequest_depth;
         if self.depth >= max_depth {
             return Err(format!(
@@ -49,10 +57,14 @@ impl Lineage {
                  (limits.max_subrequest_depth)"
             ));
         }
-        if self.chain.iter().any(|(h, u)| **h == *host && **u == *uri) {
-            return Err(format!(
-                "subrequest to {uri} refused: it includes itself (a subrequest loop)"
-            ));
+        let mut at = Some(self);
+        while let Some(l) = at {
+            if *l.host == *host && *l.uri == *uri {
+                return Err(format!(
+                    "subrequest to {uri} refused: it includes itself (a subrequest loop)"
+                ));
+            }
+            at = l.up.as_ref();
         }
         let took = self
             .left
@@ -64,11 +76,11 @@ impl Lineage {
                 limits.max_subrequests
             ));
         }
-        let mut chain = self.chain.clone();
-        chain.push((host.into(), uri.into()));
         Ok(Lineage {
             depth: self.depth + 1,
-            chain,
+            host: host.into(),
+            uri: uri.into(),
+            up: Some(self.clone()),
             left: self.left.clone(),
         })
     }
@@ -181,8 +193,26 @@ impl SubrequestParent for CoreParent {
             Err(message) => return refused(500, message),
         };
         let buf = request_bytes(uri, &host, &target);
-        let (shared, peer) = (self.shared.clone(), self.peer.clone());
-        LocalFfiFuture::new(async move { run(shared, peer, buf, lineage).await.into() })
+        let started = start_clock();
+        let ex = match exchange(&self.shared, &self.peer, buf, lineage) {
+            Ok(ex) => ex,
+            Err(e) => return refused(e.status, e.message.into()),
+        };
+        // Routed now, as the main pipeline's fast path: an inline answer (a cached fragment)
+        // costs no future of its run.
+        match dispatch_now(&self.shared, &self.peer, ex) {
+            Routed::Answered(ex) => {
+                let answer = ended(&self.peer, started, Dispatched::Answered(ex));
+                LocalFfiFuture::new(std::future::ready(answer.into()))
+            }
+            Routed::Waits(rest) => {
+                let (shared, peer) = (self.shared.clone(), self.peer.clone());
+                LocalFfiFuture::new(async move {
+                    let dispatched = finish(&shared, &peer, *rest).await;
+                    ended(&peer, started, dispatched).into()
+                })
+            }
+        }
     }
 }
 
@@ -218,7 +248,9 @@ fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), 
         return Err("the host is not a host name");
     }
     let bad_header = target.headers.iter().any(|h| {
-        !clean(&h.name) || h.name.contains(':') || h.value.bytes().any(|b| b == b'\r' || b == b'\n')
+        !clean(&h.name)
+            || h.name.contains(':')
+            || memchr::memchr2(b'\r', b'\n', h.value.as_bytes()).is_some()
     });
     if bad_header {
         return Err("a header name or value is not valid");
@@ -247,34 +279,43 @@ fn request_bytes(uri: &str, host: &str, target: &SubrequestTarget) -> Vec<u8> {
     buf
 }
 
-/// Parse and dispatch the subrequest, count and log it, and hand its response over.
-async fn run(
-    shared: Arc<Shared>,
-    peer: Arc<Peer>,
+/// The subrequest parsed, as the pipeline takes it.
+fn exchange(
+    shared: &Shared,
+    peer: &Peer,
     buf: Vec<u8>,
     lineage: Arc<Lineage>,
-) -> Result<Response, SubrequestError> {
-    let started = start_clock();
-    let head = match crate::http::parse::parse(&buf, &shared.config.limits) {
-        Ok(Some(head)) => head,
-        Ok(None) => return Err(error(400, "the subrequest's head is incomplete".into())),
+) -> Result<Exchange, SubrequestError> {
+    // Parsed in place: a head is large, and is not moved into its box.
+    let mut head = Box::<crate::http::parse::Head>::default();
+    match crate::http::parse::parse_into(&buf, &shared.config.limits, &mut head) {
+        Ok(true) => {}
+        Ok(false) => return Err(error(400, "the subrequest's head is incomplete".into())),
         Err(e) => {
             let why = format!("the subrequest is not valid HTTP: {}", e.reason);
             return Err(error(e.status, why));
         }
-    };
+    }
     let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-    let ex = Exchange {
+    Ok(Exchange {
         buf,
-        head: Box::new(head),
+        head,
         body: BodyLoc::InBuf(Default::default()),
         resp: Response::default(),
         extra: Vec::new(),
         stream: None,
         id,
         lineage: Some(lineage),
-    };
-    let (ex, status) = match dispatch(&shared, &peer, ex).await {
+    })
+}
+
+/// Count and log the subrequest's run, and hand its response over.
+fn ended(
+    peer: &Peer,
+    started: Option<Instant>,
+    dispatched: Dispatched,
+) -> Result<Response, SubrequestError> {
+    let (ex, status) = match dispatched {
         Dispatched::Answered(ex) => {
             let status = ex.resp.status;
             (Some(ex), status)
@@ -282,7 +323,7 @@ async fn run(
         Dispatched::Lost => (None, 500),
     };
     super::finished::subrequest_finished(Finished {
-        peer: &peer,
+        peer,
         request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
         status,
         body_bytes: ex.as_ref().and_then(|ex| ex.resp.body.len()).unwrap_or(0),
@@ -310,20 +351,22 @@ mod tests {
     #[test]
     fn depth_loops_and_count_are_limited() {
         let limits = Limits::default();
-        let root = Lineage::root("h", "/page", limits.max_subrequests);
-        let child = |l: &Lineage, uri: &str| l.child("h", uri, &limits);
+        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
+        let child = |l: &Arc<Lineage>, uri: &str| l.child("h", uri, &limits).map(Arc::new);
         assert!(child(&root, "/page")
             .unwrap_err()
             .contains("includes itself"));
         // The same URI on another host is not a loop.
         assert!(root.child("other", "/page", &limits).is_ok());
         let mut at = child(&root, "/a").unwrap();
+        // A loop through an ancestor further up.
+        assert!(child(&at, "/page").unwrap_err().contains("includes itself"));
         for d in 2..=limits.max_subrequest_depth {
             at = child(&at, &format!("/d{d}")).unwrap();
         }
         let refused = child(&at, "/deeper").unwrap_err();
         assert!(refused.contains("deeper than 8"), "{refused}");
-        let root = Lineage::root("h", "/page", limits.max_subrequests);
+        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
         for i in 0..limits.max_subrequests {
             child(&root, &format!("/f{i}")).unwrap();
         }
