@@ -13,7 +13,7 @@ use crate::server::Shared;
 mod exchange;
 mod finished;
 mod route;
-use route::{run_route, Advanced, RouteRun, Suspended};
+use route::{run_route, Advanced, Blocked, RouteRun, Suspended};
 pub mod incoming;
 pub mod subrequest;
 use exchange::handler_error_response;
@@ -267,15 +267,27 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> D
 /// routes.
 ///
 /// A waiting request's future is moved whole into a box (its connection's step), and the
-/// general run's future is several KiB: the common wait, a filterless route's handler on the
-/// worker pool, is awaited here without it; the rest is boxed.
+/// general run's future is several KiB: the common waits, a filterless route's handler on the
+/// worker pool or answering asynchronously (a proxy), are awaited here without it; the rest
+/// is boxed.
 pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Box<Unfinished>) -> Dispatched {
     let site = Site::at(shared, peer, rest.run.at);
-    if !rest.run.only_pool_handler(site.route()) {
+    if !rest.run.only_handler(site.route()) {
         return Box::pin(finish_run(shared, peer, *rest)).await;
     }
-    let Unfinished { ex, routing, .. } = *rest;
-    match route::handler_on_pool(site, ex).await {
+    let Unfinished {
+        mut ex,
+        routing,
+        run,
+    } = *rest;
+    let ran = match run.blocked {
+        Blocked::Reply(future) => {
+            replied(future.await, &mut ex.resp);
+            Ran::Done(ex, false)
+        }
+        _ => route::handler_on_pool(site, ex).await,
+    };
+    match ran {
         Ran::Done(ex, false) => {
             crate::stats::count_module(site.route().stat);
             Dispatched::Answered(ex)

@@ -60,10 +60,11 @@ pub struct Suspended {
 }
 
 impl Suspended {
-    /// Whether all that is left is `route`'s handler on the worker pool, with no filter
-    /// around it: the common wait, which `finish` awaits without a route run.
-    pub fn only_pool_handler(&self, route: &Route) -> bool {
-        matches!(self.blocked, Blocked::Pool)
+    /// Whether all that is left is `route`'s handler — on the worker pool, or answering
+    /// asynchronously — with no filter around it: the common waits, which `finish` awaits
+    /// without a route run.
+    pub fn only_handler(&self, route: &Route) -> bool {
+        !matches!(self.blocked, Blocked::FilterWait(_))
             && self.phase == Phase::Handler
             && !self.unrouted
             && route.filters.is_empty()
