@@ -22,6 +22,9 @@ fn server() -> Server {
         text_route(r#""prefix": "/prio", "priority": -5, "#, "first"),
         r#"{"prefix": "/fall", "handler": "decline"}"#.to_owned(),
         text_route(r#""prefix": "/fall", "#, "fell through"),
+        r#"{"prefix": "/wfall", "handler": "decline", "worker": true}"#.to_owned(),
+        r#"{"prefix": "/wfall", "handler": "text", "text": "fell through the pool", "filters": [{"type": "count"}]}"#.to_owned(),
+        r#"{"prefix": "/wnone", "handler": "decline", "worker": true}"#.to_owned(),
         r#"{"prefix": "/filtered", "handler": "text", "text": "handled", "filters": [{"type": "tag", "text": "t1"}, {"type": "tag", "text": "t2"}]}"#.to_owned(),
         r#"{"prefix": "/counted", "handler": "text", "text": "counted", "filters": [{"type": "count"}, {"type": "before-worker"}]}"#.to_owned(),
         r#"{"prefix": "/declined", "handler": "decline", "filters": [{"type": "count"}]}"#.to_owned(),
@@ -106,6 +109,17 @@ fn priority_orders_routes() {
 fn declining_handler_falls_through() {
     let srv = server();
     assert_eq!(srv.get("/fall/x").text(), "fell through");
+}
+
+/// A filterless worker handler is awaited on its own (not in a route run): when it declines,
+/// routing goes on down the routes all the same.
+#[test]
+fn a_worker_handler_that_declines_falls_through() {
+    let srv = server();
+    let resp = srv.get("/wfall/x");
+    assert_eq!(resp.text(), "fell through the pool");
+    assert_eq!(resp.header("x-befores"), Some("1"));
+    assert_eq!(srv.get("/wnone").status, 404);
 }
 
 #[test]

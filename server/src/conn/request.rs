@@ -274,15 +274,16 @@ impl<I: Io> Conn<I> {
             streamed,
         } = d;
         let Some(body) = streamed else {
-            return match finish(&self.shared, &self.peer, *rest).await {
+            return match finish(&self.shared, &self.peer, rest).await {
                 Dispatched::Answered(ex) => self.respond(ex, flight),
                 Dispatched::Lost => self.lost(flight),
             };
         };
         // The body is read while the handler runs, and no longer once it answered.
-        let finishing = finish(&self.shared, &self.peer, *rest);
+        let finishing = finish(&self.shared, &self.peer, rest);
         let feeding = streamed::feed(&mut self.io, *body, self.shared.timeouts.body);
-        match incoming::beside(finishing, feeding).await {
+        // Boxed: every step's future is moved whole into its box, and this one is large.
+        match Box::pin(incoming::beside(finishing, feeding)).await {
             (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
                 // Pipelined bytes that followed the body.
                 ex.buf.extend_from_slice(&next);

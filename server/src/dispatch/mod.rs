@@ -13,7 +13,7 @@ use crate::server::Shared;
 mod exchange;
 mod finished;
 mod route;
-use route::{run_route, Advanced, RouteRun, Suspended};
+use route::{run_route, Advanced, Blocked, RouteRun, Suspended};
 pub mod incoming;
 pub mod subrequest;
 use exchange::handler_error_response;
@@ -259,34 +259,80 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
 pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Dispatched {
     match dispatch_now(shared, peer, ex) {
         Routed::Answered(ex) => Dispatched::Answered(ex),
-        Routed::Waits(rest) => finish(shared, peer, *rest).await,
+        Routed::Waits(rest) => finish(shared, peer, rest).await,
     }
 }
 
 /// Finish routing what [`dispatch_now`] left: the stopped route's run, then on down the
 /// routes.
-pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Dispatched {
+///
+/// A waiting request's future is moved whole into a box (its connection's step), and the
+/// general run's future is several KiB: the common waits, a filterless route's handler on the
+/// worker pool or answering asynchronously (a proxy), are awaited here without it; the rest
+/// is boxed.
+pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Box<Unfinished>) -> Dispatched {
+    let site = Site::at(shared, peer, rest.run.at);
+    if !rest.run.only_handler(site.route()) {
+        return Box::pin(finish_run(shared, peer, *rest)).await;
+    }
     let Unfinished {
         mut ex,
+        routing,
+        run,
+    } = *rest;
+    let ran = match run.blocked {
+        Blocked::Reply(future) => {
+            replied(future.await, &mut ex.resp);
+            Ran::Done(ex, false)
+        }
+        _ => route::handler_on_pool(site, ex).await,
+    };
+    match ran {
+        Ran::Done(ex, false) => {
+            crate::stats::count_module(site.route().stat);
+            Dispatched::Answered(ex)
+        }
+        Ran::Done(ex, true) => Box::pin(route_on(shared, peer, routing, ex)).await,
+        Ran::Busy(ex) => Dispatched::Answered(ex),
+        Ran::Lost => Dispatched::Lost,
+    }
+}
+
+/// [`finish`] in general: resume the stopped route's run.
+async fn finish_run(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Dispatched {
+    let Unfinished {
+        ex,
         mut routing,
         run,
     } = rest;
     let site = Site::at(shared, peer, run.at);
     let (run, blocked) = RouteRun::resume(site, run, &mut routing);
-    let mut ran = run_route(site, ex, run, Some(blocked)).await;
     // (A run around the core's 404 / 405 never declines.)
+    match run_route(site, ex, run, Some(blocked)).await {
+        Ran::Done(ex, Handled::Declined) => route_on(shared, peer, routing, ex).await,
+        Ran::Done(ex, _) | Ran::Busy(ex) => Dispatched::Answered(ex),
+        Ran::Lost => Dispatched::Lost,
+    }
+}
+
+/// The request was declined: on down the routes.
+async fn route_on(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    mut routing: Routing,
+    mut ex: Exchange,
+) -> Dispatched {
     loop {
-        ex = match ran {
-            Ran::Done(ex, Handled::Declined) => ex,
-            Ran::Done(ex, _) | Ran::Busy(ex) => return Dispatched::Answered(ex),
-            Ran::Lost => return Dispatched::Lost,
-        };
         let Some(at) = routing.next_route(shared, peer, &ex) else {
             return unrouted(shared, peer, routing, ex).await;
         };
         let site = Site::at(shared, peer, at);
         let run = RouteRun::new(site, &mut ex, None);
-        ran = run_route(site, ex, run, None).await;
+        ex = match run_route(site, ex, run, None).await {
+            Ran::Done(ex, Handled::Declined) => ex,
+            Ran::Done(ex, _) | Ran::Busy(ex) => return Dispatched::Answered(ex),
+            Ran::Lost => return Dispatched::Lost,
+        };
     }
 }
 

@@ -69,6 +69,18 @@ pub struct Suspended {
     pub blocked: Blocked,
 }
 
+impl Suspended {
+    /// Whether all that is left is `route`'s handler — on the worker pool, or answering
+    /// asynchronously — with no filter around it: the common waits, which `finish` awaits
+    /// without a route run.
+    pub fn only_handler(&self, route: &Route) -> bool {
+        !matches!(self.blocked, Blocked::FilterWait(_))
+            && self.phase == Phase::Handler
+            && !self.unrouted
+            && route.filters.is_empty()
+    }
+}
+
 /// One route's run. Filters whose `before` let the request go on are told when it ends
 /// without their `after` (`Filter::cancel`): on drop, as many as the phase says.
 pub struct RouteRun<'a> {
@@ -329,19 +341,7 @@ impl<'a> RouteRun<'a> {
                 Ran::Done(ex, false)
             }
             Phase::Handler => {
-                // (A future cannot cross threads: the job says only whether the handler declined.)
-                let declined = on_pool(site, ex, |route, req, resp| {
-                    match handled(route.handler.handle(req, resp), resp) {
-                        Handled::Answered => false,
-                        Handled::Declined => true,
-                        Handled::Later(_) => {
-                            tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
-                            error_response(resp, 500, "");
-                            false
-                        }
-                    }
-                });
-                let (mut ex, declined) = match declined.await.ran() {
+                let (mut ex, declined) = match handler_on_pool(site, ex).await.ran() {
                     ControlFlow::Continue(ran) => ran,
                     ControlFlow::Break(stop) => return stop,
                 };
@@ -407,6 +407,25 @@ fn cache_key(site: Site<'_>, req: &Request<'_>) -> String {
         filter.cache_key(req, &mut key);
     }
     key.into_string()
+}
+
+/// Run the route's handler on the worker pool. Gives whether it declined.
+pub fn handler_on_pool<'a>(
+    site: Site<'a>,
+    ex: Exchange,
+) -> impl std::future::Future<Output = Ran<bool>> + 'a {
+    // (A future cannot cross threads: the job says only whether the handler declined.)
+    on_pool(site, ex, |route, req, resp| {
+        match handled(route.handler.handle(req, resp), resp) {
+            Handled::Answered => false,
+            Handled::Declined => true,
+            Handled::Later(_) => {
+                tracing::error!("a worker handler returned an asynchronous answer; use an inline handler for that");
+                error_response(resp, 500, "");
+                false
+            }
+        }
+    })
 }
 
 /// Run `step` on the worker pool with the exchange moved there and back.
