@@ -283,6 +283,56 @@ fn idle_keep_alive_connections_are_closed() {
     assert_eq!(Response::parse(&bytes).status, 200);
 }
 
+/// Long enough for a quiet keep-alive connection to park (two sweeps of 50 ms, and margin).
+const PARKS: Duration = Duration::from_millis(300);
+
+#[test]
+fn a_quiet_keep_alive_connection_parks_and_is_served_again() {
+    let srv = server("", "");
+    let mut s = srv.connect();
+    for round in 0..3 {
+        assert_eq!(ask(&mut s, "/echo/a").unwrap().status, 200, "round {round}");
+        std::thread::sleep(PARKS);
+    }
+    // Two pipelined requests wake a parked connection at once.
+    let two = get("/echo/b", "") + &get("/echo/c", "Connection: close\r\n");
+    s.write_all(two.as_bytes()).unwrap();
+    let (bytes, closed) = read_for(&mut s, Duration::from_secs(5));
+    assert!(closed);
+    let all = Response::parse_all(&bytes);
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|r| r.status == 200));
+}
+
+#[test]
+fn a_parked_connection_closed_by_its_client_gives_its_place_back() {
+    let srv = Server::start_custom(&config(r#""max_connections": 1"#, ""), &[], 1, &[]);
+    let mut a = srv.connect();
+    assert_eq!(ask(&mut a, "/echo/a").unwrap().status, 200);
+    std::thread::sleep(PARKS);
+    drop(a);
+    let mut b = srv.connect();
+    assert_eq!(ask(&mut b, "/echo/b").unwrap().status, 200);
+}
+
+#[test]
+fn stopping_closes_parked_connections_at_once() {
+    let mut srv = server("", "");
+    let mut s = srv.connect();
+    assert_eq!(ask(&mut s, "/echo/a").unwrap().status, 200);
+    std::thread::sleep(PARKS);
+    let started = Instant::now();
+    assert!(srv.stop().success());
+    // The shutdown timeout (10 s) is for requests in flight, not for idle connections.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let (bytes, closed) = read_for(&mut s, Duration::from_secs(1));
+    assert!(closed && bytes.is_empty());
+}
+
 #[test]
 fn max_requests_per_connection_closes_after_the_last() {
     let srv = server(r#""max_requests_per_connection": 3"#, "");

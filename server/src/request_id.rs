@@ -131,12 +131,13 @@ impl RequestId {
 /// `raw` as 32 lower-case hex digits.
 fn hex(raw: [u8; 16]) -> ArrayString<32> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = ArrayString::new();
-    for b in raw {
-        text.push(HEX[(b >> 4) as usize] as char);
-        text.push(HEX[(b & 15) as usize] as char);
+    // Digits into bytes, then one check: pushing chars checks room and encodes each one.
+    let mut text = [0u8; 32];
+    for (pair, b) in text.chunks_exact_mut(2).zip(raw) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 15) as usize];
     }
-    text
+    ArrayString::from_byte_string(&text).expect("hex digits are ASCII")
 }
 
 /// A trusted proxy's id is kept if it is short and made of characters safe in logs and

@@ -239,6 +239,7 @@ async fn network_thread(
         accepting.push(tokio::task::spawn_local(accept_loop(listener, i, l.tls)));
     }
     let sweeping = tokio::task::spawn_local(crate::conn::wait::sweep());
+    crate::net::park::start();
     tokio::task::spawn_local(crate::worker::serve_inbox());
     tokio::task::spawn_local(async {
         let mut tick = tokio::time::interval(crate::access_log::FLUSH_EVERY);
@@ -252,6 +253,7 @@ async fn network_thread(
     // request first (up to the shutdown timeout).
     accepting.iter().for_each(tokio::task::JoinHandle::abort);
     crate::conn::wait::stop();
+    crate::net::park::stop();
     let shutdown =
         crate::reload::current().map_or(Duration::from_secs(10), |s| s.timeouts.shutdown);
     let deadline = tokio::time::Instant::now() + shutdown;

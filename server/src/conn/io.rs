@@ -10,6 +10,10 @@ use osprey_sdk::OpenFile;
 use tokio::net::TcpStream;
 
 pub trait Io {
+    /// Whether a connection on this transport parks when quiet between requests (its task
+    /// ends and `net::park` watches the socket): plain TCP does, TLS keeps its state.
+    const PARKS: bool = false;
+
     /// Whether a read would make progress; if not, `cx` is woken when it would. Waiting this
     /// way holds no buffer and no future state.
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
@@ -193,6 +197,8 @@ const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
 
 impl Io for TcpStream {
+    const PARKS: bool = true;
+
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_read_ready(cx)
     }

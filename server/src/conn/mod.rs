@@ -39,6 +39,17 @@ pub enum Served {
     Closed,
     /// It opened with the HTTP/2 preface (h2c by prior knowledge): see [`Conn::into_parts`].
     Http2,
+    /// Quiet between requests, it parks: see [`Conn::into_parked`].
+    Parked,
+}
+
+/// What a parked connection keeps (beside its socket) to serve its next request.
+pub struct Resting {
+    pub peer: Arc<Peer>,
+    pub shared: Arc<Shared>,
+    pub stats: ConnStats,
+    /// When its keep-alive (or header) timeout ends, in `wait::clock` milliseconds.
+    pub due: u64,
 }
 
 /// An HTTP/1 connection: its transport, where it stands, and everything it keeps between
@@ -62,6 +73,11 @@ impl<I: Io> Conn<I> {
     /// A connection on `io`. A plain one whose first bytes are the HTTP/2 preface is h2c
     /// (prior knowledge), when the configuration enables HTTP/2.
     pub fn new(io: I, peer: Arc<Peer>, shared: Arc<Shared>) -> Self {
+        Self::resume(io, peer, shared, ConnStats::accepted())
+    }
+
+    /// A connection back from parking (between requests, as it was).
+    pub fn resume(io: I, peer: Arc<Peer>, shared: Arc<Shared>, stats: ConnStats) -> Self {
         Conn {
             io,
             peer,
@@ -69,7 +85,7 @@ impl<I: Io> Conn<I> {
             state: State::Idle,
             buf: Buffer::default(),
             out: Buffer::default(),
-            stats: ConnStats::accepted(),
+            stats,
             deadline: Deadline::new(),
         }
     }
@@ -93,6 +109,7 @@ impl<I: Io> Conn<I> {
     pub fn served(&self) -> Served {
         match self.state {
             State::Http2 => Served::Http2,
+            State::Parked => Served::Parked,
             _ => Served::Closed,
         }
     }
@@ -115,6 +132,7 @@ impl<I: Io> Conn<I> {
                             );
                             self.state = State::failing(1, e);
                         }
+                        Err(Some(Ended::Park)) => self.state = State::Parked,
                         Err(_) => self.state = State::Closed,
                     },
                     Wait::Write => {
@@ -136,6 +154,19 @@ impl<I: Io> Conn<I> {
     pub fn into_parts(mut self) -> (I, Vec<u8>, Arc<Peer>, Arc<Shared>) {
         let read = self.buf.take_vec();
         (self.io, read, self.peer, self.shared)
+    }
+
+    /// The transport and what the connection keeps while parked (after [`Served::Parked`]:
+    /// it holds no buffer and owes no output).
+    pub fn into_parked(self) -> (I, Resting) {
+        let due = self.deadline.due();
+        let resting = Resting {
+            peer: self.peer,
+            shared: self.shared,
+            stats: self.stats,
+            due,
+        };
+        (self.io, resting)
     }
 
     /// The same connection on another transport (its state carries over).

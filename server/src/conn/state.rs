@@ -6,6 +6,7 @@ use super::pool;
 use super::request::Flight;
 use super::respond::Started;
 use super::streamed::Streamed;
+use super::wait::Waiting;
 use super::{is_h2_preface, Conn, Io};
 use crate::dispatch::{BodyLoc, Exchange, Unfinished};
 use crate::http::parse::{parse_into, BodyFraming, Head, Span};
@@ -35,6 +36,8 @@ pub enum State {
     Closed,
     /// It opened with the HTTP/2 preface (h2c by prior knowledge).
     Http2,
+    /// Quiet between requests: the socket waits without its task (`net::park`).
+    Parked,
 }
 
 /// What [`Conn::advance`] waits for.
@@ -45,7 +48,7 @@ pub enum Wait {
     Write,
     /// The current state's own step, a future (`Conn::step`).
     Step,
-    /// Nothing: the connection is over (or is HTTP/2).
+    /// Nothing: the connection is over (or is HTTP/2, or parks).
     Done,
 }
 
@@ -107,7 +110,7 @@ impl<I: Io> Conn<I> {
             match &self.state {
                 State::Idle | State::Head => {}
                 State::Closing(Close::Now) => return self.close_now(),
-                State::Closed | State::Http2 => return Wait::Done,
+                State::Closed | State::Http2 | State::Parked => return Wait::Done,
                 _ => return Wait::Step,
             }
             if self.out.len() >= FLUSH_AT {
@@ -190,12 +193,17 @@ impl<I: Io> Conn<I> {
             } else {
                 timeouts.keepalive
             };
-            self.deadline.arm(idle_for, true);
+            let waiting = if I::PARKS {
+                Waiting::IdleParkable
+            } else {
+                Waiting::Idle
+            };
+            self.deadline.arm(idle_for, waiting);
             self.state = State::Idle;
         } else if let State::Idle = self.state {
             // The header timeout runs from a request's first byte.
             self.stats.set(Activity::Reading);
-            self.deadline.arm(timeouts.header, false);
+            self.deadline.arm(timeouts.header, Waiting::Request);
             self.state = State::Head;
         }
         Wait::Read

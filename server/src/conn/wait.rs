@@ -7,6 +7,10 @@
 //! deadlines: a connection owns a slot, arming it is two stores, and a sweep every [`TICK`]
 //! wakes the slots whose deadline has passed. A stop wakes every slot waiting between requests.
 //! Deadlines are therefore up to one tick late, never early.
+//!
+//! A plain connection still waiting between requests at two sweeps in a row (quiet for at
+//! least one tick) is woken to park: its task ends and the socket waits in `net::park`,
+//! which holds a few words for it instead of a task and an event-loop registration.
 
 use std::cell::RefCell;
 use std::task::Waker;
@@ -22,6 +26,12 @@ struct Slot {
     /// Waiting between requests: a stop ends the wait.
     idle: bool,
     expired: bool,
+    /// Between requests, the connection can park (see [`Ended::Park`]).
+    parkable: bool,
+    /// Seen waiting between requests by a sweep: at the next one it parks.
+    quiet: bool,
+    /// Woken to park.
+    park: bool,
 }
 
 struct Table {
@@ -31,6 +41,8 @@ struct Table {
     slots: Vec<Slot>,
     free: Vec<u32>,
     stopping: bool,
+    /// The thread can park connections (`net::park::start`).
+    parking: bool,
 }
 
 impl Table {
@@ -46,6 +58,7 @@ thread_local! {
         slots: Vec::new(),
         free: Vec::new(),
         stopping: false,
+        parking: false,
     });
 }
 
@@ -56,6 +69,19 @@ pub enum Ended {
     TimedOut,
     /// The server is stopping and the connection was between requests.
     Stopping,
+    /// The connection has been quiet between requests for a tick: park it.
+    Park,
+}
+
+/// What a connection waits for, to [`Deadline::arm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// The rest of a request.
+    Request,
+    /// The next request (a stop ends the wait).
+    Idle,
+    /// The next request, on a connection that can park when quiet.
+    IdleParkable,
 }
 
 /// A connection's slot in its thread's table. Not `Send`: it belongs to the thread.
@@ -73,6 +99,9 @@ impl Deadline {
                 waker: None,
                 idle: false,
                 expired: false,
+                parkable: false,
+                quiet: false,
+                park: false,
             };
             match t.free.pop() {
                 Some(i) => {
@@ -91,8 +120,8 @@ impl Deadline {
         }
     }
 
-    /// Start a wait that ends `timeout` from now; `idle`: between requests (a stop ends it).
-    pub fn arm(&self, timeout: Duration, idle: bool) {
+    /// Start a wait for what `waiting` says that ends `timeout` from now.
+    pub fn arm(&self, timeout: Duration, waiting: Waiting) {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
             // The last sweep's time is at most about a tick old: one tick more keeps the
@@ -100,9 +129,17 @@ impl Deadline {
             let deadline = t.swept.saturating_add((timeout + TICK).as_millis() as u64);
             let s = &mut t.slots[self.slot as usize];
             s.deadline = deadline;
-            s.idle = idle;
+            s.idle = waiting != Waiting::Request;
+            s.parkable = waiting == Waiting::IdleParkable;
             s.expired = false;
+            s.quiet = false;
+            s.park = false;
         });
+    }
+
+    /// When the armed wait ends, in [`clock`] milliseconds.
+    pub fn due(&self) -> u64 {
+        TABLE.with(|t| t.borrow().slots[self.slot as usize].deadline)
     }
 
     /// Whether the wait is over, else remember `waker` for the sweep.
@@ -116,6 +153,9 @@ impl Deadline {
             }
             if stopping && s.idle {
                 return Some(Ended::Stopping);
+            }
+            if s.park {
+                return Some(Ended::Park);
             }
             match &s.waker {
                 Some(w) if w.will_wake(waker) => {}
@@ -131,6 +171,8 @@ impl Deadline {
             let s = &mut t.borrow_mut().slots[self.slot as usize];
             s.deadline = u64::MAX;
             s.expired = false;
+            s.quiet = false;
+            s.park = false;
         });
     }
 }
@@ -179,6 +221,16 @@ pub fn stop_signal() -> tokio::sync::watch::Receiver<bool> {
     })
 }
 
+/// Quiet connections of this thread may park from now on (its lot is ready).
+pub fn allow_parking() {
+    TABLE.with(|t| t.borrow_mut().parking = true);
+}
+
+/// Milliseconds since this thread's epoch at the last sweep (the time [`Deadline::due`] is in).
+pub fn clock() -> u64 {
+    TABLE.with(|t| t.borrow().swept)
+}
+
 /// Whether this thread's server is stopping (requests in flight finish without keep-alive).
 pub fn stopping() -> bool {
     TABLE.with(|t| t.borrow().stopping)
@@ -199,7 +251,7 @@ pub fn stop() {
     wakers.into_iter().for_each(Waker::wake);
 }
 
-/// Wake the waits whose deadline has passed, and refresh the thread's `Date`; runs every
+/// Wake the waits whose deadline has passed and the quiet ones that can park, and refresh the thread's `Date`; runs every
 /// [`TICK`] on each network thread.
 pub async fn sweep() {
     let mut tick = tokio::time::interval(TICK);
@@ -212,10 +264,18 @@ pub async fn sweep() {
             let mut t = t.borrow_mut();
             let now = t.now();
             t.swept = now;
+            let parking = t.parking;
             for s in t.slots.iter_mut() {
                 if s.deadline <= now && !s.expired {
                     s.expired = true;
                     if let Some(w) = s.waker.take() {
+                        due.push(w);
+                    }
+                } else if parking && s.parkable && s.deadline != u64::MAX && !s.expired && !s.park {
+                    if !s.quiet {
+                        s.quiet = true;
+                    } else if let Some(w) = s.waker.take() {
+                        s.park = true;
                         due.push(w);
                     }
                 }
@@ -254,7 +314,7 @@ mod tests {
         let waker = Waker::from(count.clone());
         let d = Deadline::new();
         tokio::time::sleep(Duration::from_millis(20)).await;
-        d.arm(Duration::from_millis(100), false);
+        d.arm(Duration::from_millis(100), Waiting::Request);
         assert_eq!(d.check(&waker), None);
         tokio::time::sleep(Duration::from_millis(90)).await;
         assert_eq!(d.check(&waker), None, "fired early");
@@ -267,13 +327,47 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_wait_between_requests_is_woken_to_park_if_it_can() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build_local(tokio::runtime::LocalOptions::default())
+            .unwrap();
+        runtime.block_on(quiet_waits_park());
+    }
+
+    async fn quiet_waits_park() {
+        allow_parking();
+        let sweeper = tokio::task::spawn_local(sweep());
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let parks = Deadline::new();
+        let idle = Deadline::new();
+        let request = Deadline::new();
+        parks.arm(Duration::from_secs(60), Waiting::IdleParkable);
+        idle.arm(Duration::from_secs(60), Waiting::Idle);
+        request.arm(Duration::from_secs(60), Waiting::Request);
+        for d in [&parks, &idle, &request] {
+            assert_eq!(d.check(&waker), None);
+        }
+        tokio::time::sleep(TICK * 4).await;
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "only the parkable wait");
+        assert_eq!(parks.check(&waker), Some(Ended::Park));
+        assert_eq!(idle.check(&waker), None);
+        assert_eq!(request.check(&waker), None);
+        // A new wait starts quiet again.
+        parks.arm(Duration::from_secs(60), Waiting::IdleParkable);
+        assert_eq!(parks.check(&waker), None);
+        sweeper.abort();
+    }
+
+    #[test]
     fn stop_ends_idle_waits_only() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let idle = Deadline::new();
         let busy = Deadline::new();
-        idle.arm(Duration::from_secs(60), true);
-        busy.arm(Duration::from_secs(60), false);
+        idle.arm(Duration::from_secs(60), Waiting::Idle);
+        busy.arm(Duration::from_secs(60), Waiting::Request);
         assert_eq!(idle.check(&waker), None);
         assert_eq!(busy.check(&waker), None);
         stop();

@@ -174,11 +174,11 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     let target_span = Span::of(buf, target.as_bytes());
     let (uri, uri_host) = split_target(method, target, target_span)?;
     head.uri = uri;
-    let uri_text = uri.str(buf);
-    match uri_text.find('?') {
+    let uri_bytes = uri.get(buf);
+    match memchr::memchr(b'?', uri_bytes) {
         Some(q) => {
             head.path = uri.sub(0, q);
-            head.query = uri.sub(q + 1, uri_text.len());
+            head.query = uri.sub(q + 1, uri_bytes.len());
         }
         None => head.path = uri,
     }

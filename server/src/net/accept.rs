@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 use tokio::net::TcpStream;
 
+use super::park;
 use super::tcp::FreshTcp;
 use super::tls_io::{self, Accepted};
 use crate::conn::{wait, Conn, Served, Wait};
@@ -31,7 +32,16 @@ pub fn serve_plain(
         secure: false,
         http2: false,
     });
-    let mut fresh = Conn::new(FreshTcp(tcp), peer, shared);
+    serve_fresh(Conn::new(FreshTcp(tcp), peer, shared), counted)
+}
+
+/// Serve a connection not registered with the event loop (just accepted, or back from
+/// parking): answer what has arrived at once, and return the future that serves the rest,
+/// `None` when it is closed.
+pub(super) fn serve_fresh(
+    mut fresh: Conn<FreshTcp>,
+    counted: Counted,
+) -> Option<impl Future<Output = ()>> {
     let wait = fresh.arrived();
     if let (Wait::Done, Served::Closed) = (&wait, fresh.served()) {
         return None;
@@ -39,17 +49,21 @@ pub fn serve_plain(
     // From here on it may wait: register it with the event loop.
     let mut conn = fresh.with_io(|f| TcpStream::from_std(f.0)).ok()?;
     Some(async move {
-        let _counted = counted;
-        if let Served::Http2 = conn.drive(wait).await {
-            let (tcp, read, peer, shared) = conn.into_parts();
-            let peer = Arc::new(Peer {
-                remote: peer.remote.clone(),
-                secure: false,
-                http2: true,
-            });
-            let io = Rewind::new(read, tcp);
-            // Boxed: an HTTP/1 connection's task must not carry an h2 state.
-            Box::pin(http2::serve(io, peer, shared, wait::stop_signal())).await
+        match conn.drive(wait).await {
+            Served::Closed => drop(counted),
+            Served::Parked => park::park(conn, counted),
+            Served::Http2 => {
+                let _counted = counted;
+                let (tcp, read, peer, shared) = conn.into_parts();
+                let peer = Arc::new(Peer {
+                    remote: peer.remote.clone(),
+                    secure: false,
+                    http2: true,
+                });
+                let io = Rewind::new(read, tcp);
+                // Boxed: an HTTP/1 connection's task must not carry an h2 state.
+                Box::pin(http2::serve(io, peer, shared, wait::stop_signal())).await
+            }
         }
     })
 }

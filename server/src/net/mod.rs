@@ -4,6 +4,7 @@
 
 mod accept;
 mod listener;
+pub mod park;
 mod tcp;
 pub mod tls;
 mod tls_io;

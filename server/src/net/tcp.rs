@@ -51,6 +51,9 @@ fn must_wait() -> io::Error {
 }
 
 impl Io for FreshTcp {
+    // It waits as a tokio `TcpStream`, which parks.
+    const PARKS: bool = true;
+
     fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Err(must_wait()))
     }
