@@ -208,7 +208,7 @@ impl SubrequestParent for CoreParent {
             Routed::Waits(rest) => {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
                 LocalFfiFuture::new(async move {
-                    let dispatched = finish(&shared, &peer, *rest).await;
+                    let dispatched = finish(&shared, &peer, rest).await;
                     ended(&peer, started, dispatched).into()
                 })
             }

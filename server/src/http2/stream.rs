@@ -101,7 +101,7 @@ pub async fn handle(
     let dispatched = match streamed {
         None => match dispatch_now(shared, peer, ex) {
             Routed::Answered(ex) => Dispatched::Answered(ex),
-            Routed::Waits(rest) => Box::pin(finish(shared, peer, *rest)).await,
+            Routed::Waits(rest) => Box::pin(finish(shared, peer, rest)).await,
         },
         Some((feed, limit)) => {
             let feeding = feed_body(&mut body, feed, limit, shared.timeouts.body);
