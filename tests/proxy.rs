@@ -496,6 +496,32 @@ fn expect_100_continue_waits_for_the_upstream_connection() {
 }
 
 #[test]
+fn an_early_answer_from_the_upstream_reaches_the_client_during_the_upload() {
+    let up = Upstream::start("early");
+    let srv = Server::start(&streaming_config(&up));
+    for expect in ["", "Expect: 100-continue\r\n"] {
+        let mut s = srv.connect();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // 100 MB announced, 64 KiB sent: the upstream's 413 must come without the rest.
+        write!(
+            s,
+            "POST /s/early HTTP/1.1\r\nHost: a\r\n{expect}Content-Length: 100000000\r\n\r\n"
+        )
+        .unwrap();
+        s.write_all(&[b'x'; 64 * 1024]).unwrap();
+        let began = Instant::now();
+        // A `100 Continue` may come first; the connection is closed after the answer.
+        let all = Response::parse_all(read_to_close(&mut s).as_bytes());
+        assert!(began.elapsed() < Duration::from_secs(4), "not closed");
+        let r = all.last().unwrap();
+        assert_eq!(r.status, 413, "{expect:?}: {}", r.text());
+        assert_eq!(r.text(), "too big\n");
+    }
+    // The cut upstream connection was not pooled: the next request goes through.
+    assert_eq!(get(&srv, "/s/x").text(), "early GET /x");
+}
+
+#[test]
 fn upstream_health_in_status() {
     let live = Upstream::start("live");
     let dead = Upstream::start("dead");

@@ -203,6 +203,14 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
         let chunked = head
             .to_ascii_lowercase()
             .contains("\r\ntransfer-encoding: chunked\r\n");
+        if target == "/early" {
+            // Refuse the body before reading it, then read and drop it (a lingering close).
+            out.write_all(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\n\r\ntoo big\n")?;
+            out.flush()?;
+            state.hits.fetch_add(1, Ordering::SeqCst);
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+            return Ok(());
+        }
         if target == "/sink" {
             // Any size: counted and hashed (FNV-1a), never held.
             let (mut n, mut hash) = (0usize, 0xcbf2_9ce4_8422_2325u64);

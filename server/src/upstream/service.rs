@@ -255,38 +255,28 @@ async fn exchange(
     tokio::time::timeout(backend.send_timeout, send)
         .await
         .map_err(|_| Fail::SendTimeout)??;
+    let mut buf = Vec::with_capacity(8 * 1024);
+    let mut got_bytes = false;
     if let Some(body) = streamed {
         // Read from the client only now, so that `100 Continue` goes out once the upstream
         // connection is there to take the body.
-        body.send(&mut stream, backend.send_timeout)
-            .await
-            .map_err(|f| match f {
-                BodyFail::Client(m) => Fail::ClientBody(m),
-                BodyFail::Upstream(e) => Fail::Send(e),
-                BodyFail::Timeout => Fail::SendTimeout,
-            })?;
+        let early =
+            send_watching(backend, &mut stream, body, req, &mut buf, &mut got_bytes).await?;
+        if let Some(head) = early {
+            return Ok(Exchanged {
+                stream,
+                head,
+                rest: buf,
+            });
+        }
     }
-    let mut buf = Vec::with_capacity(8 * 1024);
-    let mut got_bytes = false;
     loop {
-        if !buf.is_empty() {
-            match wire::parse_response(&buf, req.head_request, req.upgrade)
-                .map_err(Fail::Protocol)?
-            {
-                Parsed::Partial => {}
-                Parsed::Interim(n) => {
-                    buf.drain(..n);
-                    continue;
-                }
-                Parsed::Head(head) => {
-                    buf.drain(..head.len);
-                    return Ok(Exchanged {
-                        stream,
-                        head,
-                        rest: buf,
-                    });
-                }
-            }
+        if let Some(head) = take_head(&mut buf, req)? {
+            return Ok(Exchanged {
+                stream,
+                head,
+                rest: buf,
+            });
         }
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(8 * 1024);
@@ -303,6 +293,73 @@ async fn exchange(
             return Err(Fail::Read { error, got_bytes });
         }
         got_bytes = true;
+    }
+}
+
+/// The final response head at the start of `buf`, once it is all there; interim (1xx)
+/// responses before it are dropped.
+fn take_head(buf: &mut Vec<u8>, req: &Encoded) -> Result<Option<RespHead>, Fail> {
+    while !buf.is_empty() {
+        match wire::parse_response(buf, req.head_request, req.upgrade).map_err(Fail::Protocol)? {
+            Parsed::Partial => break,
+            Parsed::Interim(n) => {
+                buf.drain(..n);
+            }
+            Parsed::Head(head) => {
+                buf.drain(..head.len);
+                return Ok(Some(head));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Send the streamed body while reading the connection: an upstream may give its final
+/// answer (a 413, a 401) before it has read the whole body, and that answer goes to the client
+/// at once, not after the rest of the upload (RFC 9112 §9.6; nginx does the same). Returns that
+/// early head: the body is then left unsent, so the upstream connection is out of step and
+/// never pooled, and the core closes the client connection after the answer (lingering, so the
+/// unread upload cannot reset it away).
+async fn send_watching(
+    backend: &Backend,
+    stream: &mut Conn,
+    body: &mut StreamedBody,
+    req: &Encoded,
+    buf: &mut Vec<u8>,
+    got_bytes: &mut bool,
+) -> Result<Option<RespHead>, Fail> {
+    let (mut from, mut to) = tokio::io::split(stream);
+    let sending = body.send(&mut to, backend.send_timeout);
+    tokio::pin!(sending);
+    loop {
+        if buf.capacity() - buf.len() < 2048 {
+            buf.reserve(8 * 1024);
+        }
+        tokio::select! {
+            sent = &mut sending => {
+                sent.map_err(|f| match f {
+                    BodyFail::Client(m) => Fail::ClientBody(m),
+                    BodyFail::Upstream(e) => Fail::Send(e),
+                    BodyFail::Timeout => Fail::SendTimeout,
+                })?;
+                return Ok(None);
+            }
+            read = from.read_buf(buf) => {
+                let n = read.map_err(|error| Fail::Read { error, got_bytes: *got_bytes })?;
+                if n == 0 {
+                    let error = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the upstream closed the connection during the request body",
+                    );
+                    return Err(Fail::Read { error, got_bytes: *got_bytes });
+                }
+                *got_bytes = true;
+                if let Some(mut head) = take_head(buf, req)? {
+                    head.keep_alive = false;
+                    return Ok(Some(head));
+                }
+            }
+        }
     }
 }
 
