@@ -623,10 +623,13 @@ fn names_are_re_resolved_without_a_reload() {
     wait_for("the new address", Duration::from_secs(5), || {
         served_by(&srv).as_deref() == Some("two")
     });
+    let log = srv.log_text();
     assert!(
-        srv.log_text().contains("address changed from 127.0.0.1"),
-        "{}",
-        srv.log_text()
+        log.contains(&format!(
+            "address 127.0.0.1:{} no longer resolves",
+            one.port
+        )) && log.contains(&format!("address 127.0.0.2:{} added", one.port)),
+        "{log}"
     );
     drop(srv);
     // On a failed connect, long before the interval.
@@ -639,6 +642,65 @@ fn names_are_re_resolved_without_a_reload() {
     wait_for("the new address", Duration::from_secs(5), || {
         served_by(&srv).as_deref() == Some("two")
     });
+}
+
+#[test]
+fn a_name_with_several_addresses_gives_a_server_each_that_keeps_its_state() {
+    let dir = common::TempDir::new("proxy-dns-multi");
+    let hosts = dir.write("hosts", "127.0.0.1 osprey-up\n127.0.0.2 osprey-up\n");
+    let one = Upstream::start_on("one", "127.0.0.1:0");
+    let port = one.port;
+    let _two = Upstream::start_on("two", &format!("127.0.0.2:{port}"));
+    let _three = Upstream::start_on("three", &format!("127.0.0.3:{port}"));
+    let config = proxy_config(&format!(
+        r#"{{"connect": "osprey-up:{port}", "resolve_interval": 0.3, "max_fails": 1, "fail_timeout": 60}}"#
+    ));
+    let srv = start_with_hosts(&config, &hosts);
+    let served = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let r = get(&srv, "/x");
+                assert_eq!(r.status, 200, "{}", r.text());
+                r.header("x-upstream").unwrap_or("").to_owned()
+            })
+            .collect()
+    };
+    let count = |seen: &[String], name: &str| seen.iter().filter(|s| *s == name).count();
+    // Two addresses, two servers, balanced.
+    let seen = served(10);
+    assert_eq!(
+        (count(&seen, "one"), count(&seen, "two")),
+        (5, 5),
+        "{seen:?}"
+    );
+    // The first is ejected for a minute (its failed request went to the other).
+    one.kill();
+    served(4);
+    one.restart();
+    // A third address is added; the first address stays, and so does its ejection.
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 osprey-up\n127.0.0.2 osprey-up\n127.0.0.3 osprey-up\n",
+    )
+    .unwrap();
+    wait_for("the third address", Duration::from_secs(5), || {
+        served(1)[0] == "three"
+    });
+    let hits = one.hits();
+    let seen = served(10);
+    assert_eq!(count(&seen, "one"), 0, "{seen:?}");
+    assert_eq!(one.hits(), hits);
+    // An address that leaves takes its server with it.
+    std::fs::write(&hosts, "127.0.0.1 osprey-up\n127.0.0.3 osprey-up\n").unwrap();
+    wait_for("the second address to go", Duration::from_secs(5), || {
+        served(4).iter().all(|s| s == "three")
+    });
+    let log = srv.log_text();
+    assert!(
+        log.contains(&format!("address 127.0.0.3:{port} added"))
+            && log.contains(&format!("address 127.0.0.2:{port} no longer resolves")),
+        "{log}"
+    );
 }
 
 /// A certificate for `localhost` that expired in 2021, written as PEM files.

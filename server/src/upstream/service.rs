@@ -112,16 +112,17 @@ pub async fn request(
             status: 500,
             message: format!("backend `{}`: {m}", backend.name).into(),
         })?;
-    let tries = (backend.retries as usize + 1).min(backend.servers.len());
+    let list = backend.servers();
+    let tries = (backend.retries as usize + 1).min(list.servers.len());
     let mut tried: Vec<usize> = Vec::with_capacity(tries);
-    let mut last: Option<(usize, Fail)> = None;
+    let mut last: Option<(&Arc<ServerState>, Fail)> = None;
     while tried.len() < tries {
-        let Some(i) = backend.pick(&client_ip, &tried) else {
+        let Some(i) = backend.pick(&list, &client_ip, &tried) else {
             break;
         };
         tried.push(i);
-        let server = &backend.servers[i];
-        match attempt(backend, i, &encoded, &mut streamed, safe).await {
+        let server = &list.servers[i];
+        match attempt(backend, server, &encoded, &mut streamed, safe).await {
             Ok(resp) => return Ok(resp),
             Err(fail) => {
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
@@ -133,7 +134,7 @@ pub async fn request(
                     Fail::Protocol(_) | Fail::Closed(_) | Fail::ClientBody(_) => false,
                     ref f => !f.reached_upstream() || (safe && replayable(&streamed)),
                 };
-                last = Some((i, fail));
+                last = Some((server, fail));
                 if !retry {
                     break;
                 }
@@ -141,12 +142,13 @@ pub async fn request(
         }
     }
     Err(match last {
-        Some((i, fail)) => UpstreamError {
+        Some((server, fail)) => UpstreamError {
             status: fail.status(),
             message: format!(
-                "backend `{}`, server {}: {}",
+                "backend `{}`, server {} ({}): {}",
                 backend.name,
-                backend.servers[i].name,
+                server.name,
+                server.addr,
                 fail.describe()
             )
             .into(),
@@ -168,20 +170,18 @@ fn replayable(streamed: &Option<StreamedBody>) -> bool {
 /// idempotent ones when no byte of a response came (as Go's `net/http` transport does).
 async fn attempt(
     backend: &Arc<Backend>,
-    i: usize,
+    server: &Arc<ServerState>,
     req: &Encoded,
     streamed: &mut Option<StreamedBody>,
     safe: bool,
 ) -> Result<Response, Fail> {
-    let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
     let began = std::time::Instant::now();
-    let generation = server.generation();
-    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout, generation) {
+    if let Some(stream) = pool::take(server, backend.keepalive_timeout) {
         match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => {
                 server.record_response(began.elapsed());
-                return Ok(respond(backend, i, req, x, guard));
+                return Ok(respond(backend, server, req, x, guard));
             }
             Err(f) if f.stale() && (!f.reached_upstream() || (safe && replayable(streamed))) => {
                 tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
@@ -190,25 +190,25 @@ async fn attempt(
             Err(f) => return Err(f),
         }
     }
-    let stream = match connect(backend, &server).await {
+    let stream = match connect(backend, server).await {
         Ok(stream) => stream,
         Err(f) => {
-            if !matches!(f, Fail::Tls(_)) {
-                super::resolve::after_connect_failure(&backend.name, &server);
+            if server.named && !matches!(f, Fail::Tls(_)) {
+                super::resolve::after_connect_failure(backend);
             }
             return Err(f);
         }
     };
     let x = exchange(backend, stream, req, streamed, &server.name).await?;
     server.record_response(began.elapsed());
-    Ok(respond(backend, i, req, x, guard))
+    Ok(respond(backend, server, req, x, guard))
 }
 
 /// A new connection to the server, TLS when the backend says so; the handshake is part of
 /// the connect (and of its timeout).
 async fn connect(backend: &Backend, server: &ServerState) -> Result<Conn, Fail> {
     let connect = async {
-        let tcp = TcpStream::connect(server.addr())
+        let tcp = TcpStream::connect(server.addr)
             .await
             .map_err(Fail::Connect)?;
         let _ = tcp.set_nodelay(true);
@@ -366,12 +366,11 @@ async fn send_watching(
 /// Turn a response head into the module's response; the body streams from the connection.
 fn respond(
     backend: &Arc<Backend>,
-    i: usize,
+    server: &Arc<ServerState>,
     req: &Encoded,
     x: Exchanged,
     guard: ActiveGuard,
 ) -> Response {
-    let server = &backend.servers[i];
     let Exchanged { stream, head, rest } = x;
     if head.status >= 500 && backend.fail_on_5xx {
         if server.record_failure(backend.max_fails, backend.fail_timeout) {
@@ -406,7 +405,7 @@ fn respond(
     let Some(body_len) = whole else {
         resp.body_stream(UpstreamBody::new(
             backend.clone(),
-            i,
+            server.clone(),
             stream,
             rest,
             head.framing,
@@ -417,13 +416,7 @@ fn respond(
     };
     // Bytes past the body: the connection is out of step, never pooled.
     if head.keep_alive && rest.len() == body_len {
-        pool::put(
-            backend.id,
-            i,
-            stream,
-            backend.keepalive,
-            server.generation(),
-        );
+        pool::put(server, stream, backend.keepalive);
     }
     drop(guard);
     if body_len > 0 {
@@ -439,7 +432,7 @@ fn respond(
 /// For the health checker: send `GET path` (over TLS when the backend speaks it) and return
 /// the status.
 pub async fn check(backend: &Backend, server: &ServerState, path: &str) -> Result<u16, String> {
-    let tcp = TcpStream::connect(server.addr())
+    let tcp = TcpStream::connect(server.addr)
         .await
         .map_err(|e| format!("connect failed: {e}"))?;
     let mut stream = match &backend.tls {
