@@ -93,7 +93,8 @@ fn forwards_rewrites_and_cleans_headers() {
         "hop-by-hop forwarded: {seen}"
     );
 
-    // Default response: hop-by-hop headers removed, Via appended, length kept.
+    // Default response: hop-by-hop headers removed, Via appended, length kept; the upstream's
+    // `Server` and `Date` are not passed (the core writes its own).
     let resp = get(&srv, "/app/page");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.text(), "u1 GET /page");
@@ -105,6 +106,20 @@ fn forwards_rewrites_and_cleans_headers() {
         "{:?}",
         resp.headers
     );
+    let named = |n: &str| {
+        resp.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(n))
+            .count()
+    };
+    assert_eq!(
+        (named("server"), named("date")),
+        (1, 1),
+        "{:?}",
+        resp.headers
+    );
+    assert_ne!(resp.header("server"), Some("origin/1.0"));
+    assert!(!resp.header("date").unwrap().contains("1970"));
 
     // No rewrite: the full URI goes upstream. proxy_copy_host: the client's Host does.
     assert_eq!(get(&srv, "/other/x?q").text(), "u1 GET /other/x?q");

@@ -349,7 +349,7 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                 let text = format!("{name} {method} {target}");
                 // One write, so that a kill never cuts a response in half.
                 let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Upstream: {name}\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nVia: 1.0 origin\r\n\r\n{}",
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Upstream: {name}\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nVia: 1.0 origin\r\nServer: origin/1.0\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n\r\n{}",
                     text.len(),
                     if method == "HEAD" { "" } else { text.as_str() }
                 );

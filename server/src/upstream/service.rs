@@ -103,23 +103,31 @@ fn idempotent(method: &str) -> bool {
 
 pub async fn request(
     backend: &Arc<Backend>,
-    req: UpstreamRequest,
+    mut req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
     let safe = idempotent(req.method.as_str());
-    let client_ip = req.client_ip.to_string();
-    let (encoded, mut streamed) =
-        Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
-            status: 500,
-            message: format!("backend `{}`: {m}", backend.name).into(),
-        })?;
+    let client_ip = std::mem::take(&mut req.client_ip);
     let list = backend.servers();
+    let no_server = || UpstreamError {
+        status: 502,
+        message: format!("backend `{}`: no server is available", backend.name).into(),
+    };
+    let Some(first) = backend.pick(&list, &client_ip, &[]) else {
+        return Err(no_server());
+    };
+    // Encoded once, for the first server's `Host`.
+    let (encoded, mut streamed) =
+        Encoded::new(req, backend.keepalive > 0, &list.servers[first].name).map_err(|m| {
+            UpstreamError {
+                status: 500,
+                message: format!("backend `{}`: {m}", backend.name).into(),
+            }
+        })?;
     let tries = (backend.retries as usize + 1).min(list.servers.len());
     let mut tried: Vec<usize> = Vec::with_capacity(tries);
     let mut last: Option<(&Arc<ServerState>, Fail)> = None;
-    while tried.len() < tries {
-        let Some(i) = backend.pick(&list, &client_ip, &tried) else {
-            break;
-        };
+    let mut next = Some(first);
+    while let Some(i) = next {
         tried.push(i);
         let server = &list.servers[i];
         match attempt(backend, server, &encoded, &mut streamed, safe).await {
@@ -140,6 +148,11 @@ pub async fn request(
                 }
             }
         }
+        next = if tried.len() < tries {
+            backend.pick(&list, &client_ip, &tried)
+        } else {
+            None
+        };
     }
     Err(match last {
         Some((server, fail)) => UpstreamError {
@@ -153,10 +166,7 @@ pub async fn request(
             )
             .into(),
         },
-        None => UpstreamError {
-            status: 502,
-            message: format!("backend `{}`: no server is available", backend.name).into(),
-        },
+        None => no_server(),
     })
 }
 
