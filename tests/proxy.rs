@@ -93,7 +93,8 @@ fn forwards_rewrites_and_cleans_headers() {
         "hop-by-hop forwarded: {seen}"
     );
 
-    // Default response: hop-by-hop headers removed, Via appended, length kept.
+    // Default response: hop-by-hop headers removed, Via appended, length kept; the upstream's
+    // `Server` and `Date` are not passed (the core writes its own).
     let resp = get(&srv, "/app/page");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.text(), "u1 GET /page");
@@ -105,6 +106,20 @@ fn forwards_rewrites_and_cleans_headers() {
         "{:?}",
         resp.headers
     );
+    let named = |n: &str| {
+        resp.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(n))
+            .count()
+    };
+    assert_eq!(
+        (named("server"), named("date")),
+        (1, 1),
+        "{:?}",
+        resp.headers
+    );
+    assert_ne!(resp.header("server"), Some("origin/1.0"));
+    assert!(!resp.header("date").unwrap().contains("1970"));
 
     // No rewrite: the full URI goes upstream. proxy_copy_host: the client's Host does.
     assert_eq!(get(&srv, "/other/x?q").text(), "u1 GET /other/x?q");
@@ -496,6 +511,32 @@ fn expect_100_continue_waits_for_the_upstream_connection() {
 }
 
 #[test]
+fn an_early_answer_from_the_upstream_reaches_the_client_during_the_upload() {
+    let up = Upstream::start("early");
+    let srv = Server::start(&streaming_config(&up));
+    for expect in ["", "Expect: 100-continue\r\n"] {
+        let mut s = srv.connect();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // 100 MB announced, 64 KiB sent: the upstream's 413 must come without the rest.
+        write!(
+            s,
+            "POST /s/early HTTP/1.1\r\nHost: a\r\n{expect}Content-Length: 100000000\r\n\r\n"
+        )
+        .unwrap();
+        s.write_all(&[b'x'; 64 * 1024]).unwrap();
+        let began = Instant::now();
+        // A `100 Continue` may come first; the connection is closed after the answer.
+        let all = Response::parse_all(read_to_close(&mut s).as_bytes());
+        assert!(began.elapsed() < Duration::from_secs(4), "not closed");
+        let r = all.last().unwrap();
+        assert_eq!(r.status, 413, "{expect:?}: {}", r.text());
+        assert_eq!(r.text(), "too big\n");
+    }
+    // The cut upstream connection was not pooled: the next request goes through.
+    assert_eq!(get(&srv, "/s/x").text(), "early GET /x");
+}
+
+#[test]
 fn upstream_health_in_status() {
     let live = Upstream::start("live");
     let dead = Upstream::start("dead");
@@ -597,10 +638,13 @@ fn names_are_re_resolved_without_a_reload() {
     wait_for("the new address", Duration::from_secs(5), || {
         served_by(&srv).as_deref() == Some("two")
     });
+    let log = srv.log_text();
     assert!(
-        srv.log_text().contains("address changed from 127.0.0.1"),
-        "{}",
-        srv.log_text()
+        log.contains(&format!(
+            "address 127.0.0.1:{} no longer resolves",
+            one.port
+        )) && log.contains(&format!("address 127.0.0.2:{} added", one.port)),
+        "{log}"
     );
     drop(srv);
     // On a failed connect, long before the interval.
@@ -613,6 +657,65 @@ fn names_are_re_resolved_without_a_reload() {
     wait_for("the new address", Duration::from_secs(5), || {
         served_by(&srv).as_deref() == Some("two")
     });
+}
+
+#[test]
+fn a_name_with_several_addresses_gives_a_server_each_that_keeps_its_state() {
+    let dir = common::TempDir::new("proxy-dns-multi");
+    let hosts = dir.write("hosts", "127.0.0.1 osprey-up\n127.0.0.2 osprey-up\n");
+    let one = Upstream::start_on("one", "127.0.0.1:0");
+    let port = one.port;
+    let _two = Upstream::start_on("two", &format!("127.0.0.2:{port}"));
+    let _three = Upstream::start_on("three", &format!("127.0.0.3:{port}"));
+    let config = proxy_config(&format!(
+        r#"{{"connect": "osprey-up:{port}", "resolve_interval": 0.3, "max_fails": 1, "fail_timeout": 60}}"#
+    ));
+    let srv = start_with_hosts(&config, &hosts);
+    let served = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let r = get(&srv, "/x");
+                assert_eq!(r.status, 200, "{}", r.text());
+                r.header("x-upstream").unwrap_or("").to_owned()
+            })
+            .collect()
+    };
+    let count = |seen: &[String], name: &str| seen.iter().filter(|s| *s == name).count();
+    // Two addresses, two servers, balanced.
+    let seen = served(10);
+    assert_eq!(
+        (count(&seen, "one"), count(&seen, "two")),
+        (5, 5),
+        "{seen:?}"
+    );
+    // The first is ejected for a minute (its failed request went to the other).
+    one.kill();
+    served(4);
+    one.restart();
+    // A third address is added; the first address stays, and so does its ejection.
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 osprey-up\n127.0.0.2 osprey-up\n127.0.0.3 osprey-up\n",
+    )
+    .unwrap();
+    wait_for("the third address", Duration::from_secs(5), || {
+        served(1)[0] == "three"
+    });
+    let hits = one.hits();
+    let seen = served(10);
+    assert_eq!(count(&seen, "one"), 0, "{seen:?}");
+    assert_eq!(one.hits(), hits);
+    // An address that leaves takes its server with it.
+    std::fs::write(&hosts, "127.0.0.1 osprey-up\n127.0.0.3 osprey-up\n").unwrap();
+    wait_for("the second address to go", Duration::from_secs(5), || {
+        served(4).iter().all(|s| s == "three")
+    });
+    let log = srv.log_text();
+    assert!(
+        log.contains(&format!("address 127.0.0.3:{port} added"))
+            && log.contains(&format!("address 127.0.0.2:{port} no longer resolves")),
+        "{log}"
+    );
 }
 
 /// A certificate for `localhost` that expired in 2021, written as PEM files.

@@ -203,6 +203,14 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
         let chunked = head
             .to_ascii_lowercase()
             .contains("\r\ntransfer-encoding: chunked\r\n");
+        if target == "/early" {
+            // Refuse the body before reading it, then read and drop it (a lingering close).
+            out.write_all(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\n\r\ntoo big\n")?;
+            out.flush()?;
+            state.hits.fetch_add(1, Ordering::SeqCst);
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+            return Ok(());
+        }
         if target == "/sink" {
             // Any size: counted and hashed (FNV-1a), never held.
             let (mut n, mut hash) = (0usize, 0xcbf2_9ce4_8422_2325u64);
@@ -341,7 +349,7 @@ fn serve_conn(s: TcpStream, state: &State, generation: usize) -> std::io::Result
                 let text = format!("{name} {method} {target}");
                 // One write, so that a kill never cuts a response in half.
                 let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Upstream: {name}\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nVia: 1.0 origin\r\n\r\n{}",
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Upstream: {name}\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nVia: 1.0 origin\r\nServer: origin/1.0\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n\r\n{}",
                     text.len(),
                     if method == "HEAD" { "" } else { text.as_str() }
                 );

@@ -11,7 +11,7 @@
 use osprey_sdk::abi_stable::std_types::{RArc, RCowStr, RResult, RString, RVec};
 use osprey_sdk::{
     handler_box, host, parse_config, BackendId, BodySlot, ConfigError, Handler, HandlerBox,
-    HeaderPair, Module, Outcome, Reply, Request, Response, UpstreamRequest,
+    HeaderPair, HeaderText, Module, Outcome, Reply, Request, Response, UpstreamRequest,
 };
 use serde::Deserialize;
 
@@ -131,7 +131,9 @@ impl Proxy {
         target
     }
 
-    fn headers(&self, req: &Request<'_>) -> RVec<HeaderPair> {
+    /// The headers to send: the client's end-to-end ones and the forwarding ones (`ip`: the
+    /// client's address).
+    fn headers(&self, req: &Request<'_>, ip: &str) -> RVec<HeaderPair> {
         let mut out = RVec::with_capacity(req.headers.len() + 5);
         // Headers named in `Connection` are hop-by-hop too.
         let listed: Vec<&str> = req
@@ -158,57 +160,64 @@ impl Proxy {
         // the host then tunnels the connection after the upstream's 101.
         if req.http_minor == 1 && listed.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
             if let Some(proto) = req.header("upgrade") {
-                out.push(pair("Upgrade".into(), proto.to_owned()));
+                out.push(pair("Upgrade", proto.to_owned()));
             }
         }
         if self.copy_host {
             if let Some(h) = req.header("host") {
-                out.push(pair("Host".into(), h.to_owned()));
+                out.push(pair("Host", h.to_owned()));
             }
         }
         let forwarded_for: Vec<&str> = req.header_all("x-forwarded-for").collect();
-        let ip = req.remote_ip();
         let xff = if forwarded_for.is_empty() {
             ip.to_owned()
         } else {
             format!("{}, {ip}", forwarded_for.join(", "))
         };
-        out.push(pair("X-Forwarded-For".into(), xff));
+        out.push(pair("X-Forwarded-For", xff));
         out.push(pair(
-            "X-Forwarded-Proto".into(),
-            if req.secure { "https" } else { "http" }.into(),
+            "X-Forwarded-Proto",
+            if req.secure { "https" } else { "http" },
         ));
         if let Some(h) = req.header("host") {
-            out.push(pair("X-Forwarded-Host".into(), h.to_owned()));
+            out.push(pair("X-Forwarded-Host", h.to_owned()));
         }
-        out.push(pair(
-            "Via".into(),
-            with_via(req.header_all("via").collect()),
-        ));
+        out.push(pair("Via", with_via(req.header_all("via"))));
         out
     }
 }
 
-fn pair(name: String, value: String) -> HeaderPair {
+/// Static names and values are borrowed, not copied.
+fn pair(name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> HeaderPair {
     HeaderPair {
-        name: RCowStr::from(name),
-        value: RCowStr::from(value),
+        name: name.into(),
+        value: value.into(),
     }
 }
 
-fn with_via(mut earlier: Vec<&str>) -> String {
-    earlier.push(VIA);
-    earlier.join(", ")
+/// `Via` with this proxy appended: the constant itself when there was none (the common case).
+fn with_via<'a>(earlier: impl Iterator<Item = &'a str>) -> HeaderText {
+    let mut via = String::new();
+    for v in earlier {
+        via.push_str(v);
+        via.push_str(", ");
+    }
+    if via.is_empty() {
+        return RCowStr::from(VIA);
+    }
+    via.push_str(VIA);
+    RCowStr::from(via)
 }
 
 impl Handler for Proxy {
     fn handle(&self, req: &Request<'_>, _resp: &mut Response) -> Outcome {
+        let ip = req.remote_ip();
         let request = UpstreamRequest {
             method: RString::from(req.method.as_str()),
             target: self.target(req).into(),
-            headers: self.headers(req),
+            headers: self.headers(req, ip),
             body: RVec::from(req.body.as_slice()),
-            client_ip: RString::from(req.remote_ip()),
+            client_ip: RString::from(ip),
             body_stream: req
                 .take_body_stream()
                 .map(|stream| RArc::new(BodySlot::new(stream)))
@@ -218,15 +227,12 @@ impl Handler for Proxy {
         Outcome::later(async move {
             match pending.await {
                 RResult::ROk(mut resp) => {
-                    let via = {
-                        let earlier: Vec<&str> = resp
-                            .headers
+                    let via = with_via(
+                        resp.headers
                             .iter()
                             .filter(|h| h.name.eq_ignore_ascii_case("via"))
-                            .map(|h| h.value.as_str())
-                            .collect();
-                        with_via(earlier)
-                    };
+                            .map(|h| h.value.as_str()),
+                    );
                     resp.set_header("Via", via);
                     Reply::Done(resp)
                 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::config::Balance;
 use super::state::{now_ms, ServerState};
-use super::Backend;
+use super::{Backend, ServerList};
 
 impl Backend {
     /// The server for the next attempt, or `None` when every server is tried or marked down by
@@ -16,37 +16,43 @@ impl Backend {
     /// probe). When every server left is passively ejected they are tried anyway, as nginx
     /// does with a single server: ejection steers traffic to the others, it never leaves a
     /// backend with none.
-    pub fn pick(&self, client_ip: &str, tried: &[usize]) -> Option<usize> {
+    pub fn pick(&self, list: &ServerList, client_ip: &str, tried: &[usize]) -> Option<usize> {
+        let servers = &list.servers;
         let now = now_ms();
         let mut lost_probe: Vec<usize> = Vec::new();
         loop {
             let skip = |i: usize| tried.contains(&i) || lost_probe.contains(&i);
-            let Some(i) = self.choose(client_ip, |i| !skip(i) && self.servers[i].available(now))
+            let Some(i) = self.choose(list, client_ip, |i| !skip(i) && servers[i].available(now))
             else {
                 break;
             };
-            if self.servers[i].claim(now, self.fail_timeout) {
+            if servers[i].claim(now, self.fail_timeout) {
                 return Some(i);
             }
             // Another request is probing it.
             lost_probe.push(i);
         }
-        self.choose(client_ip, |i| {
-            !tried.contains(&i) && self.servers[i].is_healthy()
+        self.choose(list, client_ip, |i| {
+            !tried.contains(&i) && servers[i].is_healthy()
         })
     }
 
-    fn choose(&self, client_ip: &str, usable: impl Fn(usize) -> bool) -> Option<usize> {
+    fn choose(
+        &self,
+        list: &ServerList,
+        client_ip: &str,
+        usable: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         match self.balance {
             Balance::RoundRobin => {
-                let mut current = self.rr.lock().unwrap_or_else(|e| e.into_inner());
-                smooth_wrr(&mut current, &self.servers, usable)
+                let mut current = list.rr.lock().unwrap_or_else(|e| e.into_inner());
+                smooth_wrr(&mut current, &list.servers, usable)
             }
             Balance::LeastConn => {
                 let start = self.ties.fetch_add(1, Ordering::Relaxed);
-                least_conn(&self.servers, start, usable)
+                least_conn(&list.servers, start, usable)
             }
-            Balance::IpHash => rendezvous(client_ip, &self.servers, usable),
+            Balance::IpHash => rendezvous(client_ip, &list.servers, usable),
         }
     }
 }
@@ -117,6 +123,8 @@ fn rendezvous(
         let mut h = std::collections::hash_map::DefaultHasher::new();
         client_ip.hash(&mut h);
         s.name.hash(&mut h);
+        // The addresses of one name are distinct servers.
+        s.addr.hash(&mut h);
         // A uniform number in (0, 1), then the weighted score -w / ln(u).
         let u = ((h.finish() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
         let score = -(s.weight as f64) / u.ln();

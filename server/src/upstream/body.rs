@@ -12,7 +12,7 @@ use osprey_sdk::abi_stable::std_types::{ROption, RResult, RString, RVec};
 use osprey_sdk::{BodyStream, FfiContext, FfiPoll};
 use tokio::time::{Instant, Sleep};
 
-use super::state::ActiveGuard;
+use super::state::{ActiveGuard, ServerState};
 use super::wire::UpstreamFraming;
 use super::{pool, Backend};
 use crate::http::chunked::Decoder;
@@ -29,7 +29,7 @@ enum Remaining {
 
 pub struct UpstreamBody {
     backend: Arc<Backend>,
-    server: usize,
+    server: Arc<ServerState>,
     stream: Option<Conn>,
     /// Bytes read and not yet passed on.
     buf: Vec<u8>,
@@ -50,7 +50,7 @@ impl UpstreamBody {
     /// Must be called on the network thread, inside its runtime.
     pub fn new(
         backend: Arc<Backend>,
-        server: usize,
+        server: Arc<ServerState>,
         stream: Conn,
         buf: Vec<u8>,
         framing: UpstreamFraming,
@@ -85,14 +85,7 @@ impl UpstreamBody {
         self.guard = None;
         if let Some(stream) = self.stream.take() {
             if self.keep_alive && self.buf.is_empty() {
-                let generation = self.backend.servers[self.server].generation();
-                pool::put(
-                    self.backend.id,
-                    self.server,
-                    stream,
-                    self.backend.keepalive,
-                    generation,
-                );
+                pool::put(&self.server, stream, self.backend.keepalive);
             }
         }
     }
@@ -101,7 +94,7 @@ impl UpstreamBody {
         self.state = Remaining::Done;
         self.stream = None;
         self.guard = None;
-        let server = &self.backend.servers[self.server];
+        let server = &self.server;
         tracing::warn!(backend = %self.backend.name, server = %server.name, "upstream response body failed: {message}");
         server.record_failure(self.backend.max_fails, self.backend.fail_timeout);
         ROption::RSome(RResult::RErr(RString::from(message)))

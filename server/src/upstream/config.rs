@@ -152,7 +152,8 @@ fn default_threshold() -> u32 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackendSpec {
     pub name: String,
-    pub servers: Vec<(SocketAddr, String, u32)>,
+    /// Each entry's addresses (a name may have several), name (as configured) and weight.
+    pub servers: Vec<(Vec<SocketAddr>, String, u32)>,
     pub config: BackendConfig,
     pub tls: Option<super::tls::TlsClient>,
 }
@@ -183,9 +184,9 @@ pub fn check(name: &str, b: &BackendConfig) -> Result<BackendSpec, (&'static str
                 format!("backend `{name}`: weight of {} must be 1..=1000", s.address),
             ));
         }
-        let addr =
+        let addrs =
             resolve(&s.address).map_err(|m| ("address", format!("backend `{name}`: {m}")))?;
-        servers.push((addr, s.address.clone(), s.weight));
+        servers.push((addrs, s.address.clone(), s.weight));
     }
     for (key, v) in [
         ("keepalive_timeout", b.keepalive_timeout),
@@ -246,19 +247,33 @@ fn positive(seconds: f64) -> bool {
     seconds > 0.0 && seconds.is_finite()
 }
 
-fn resolve(address: &str) -> Result<SocketAddr, String> {
+/// Every address `address` resolves to, in the resolver's order, without repeats.
+fn resolve(address: &str) -> Result<Vec<SocketAddr>, String> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| format!("server address `{address}` must be host:port"))?;
     if host.is_empty() || port.parse::<u16>().is_err() {
         return Err(format!("server address `{address}` must be host:port"));
     }
-    let mut addrs = address
+    let found = address
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve `{address}`: {e}"))?;
+    let addrs = distinct(found);
+    if addrs.is_empty() {
+        return Err(format!("`{address}` resolves to no address"));
+    }
+    Ok(addrs)
+}
+
+/// The addresses in their order, each once.
+pub fn distinct(found: impl Iterator<Item = SocketAddr>) -> Vec<SocketAddr> {
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for a in found {
+        if !addrs.contains(&a) {
+            addrs.push(a);
+        }
+    }
     addrs
-        .next()
-        .ok_or_else(|| format!("`{address}` resolves to no address"))
 }
 
 #[cfg(test)]
@@ -273,7 +288,7 @@ mod tests {
     fn nxweb_connect_form() {
         let spec = check("b", &parse(r#"{"connect": "127.0.0.1:8777"}"#)).unwrap();
         assert_eq!(spec.servers.len(), 1);
-        assert_eq!(spec.servers[0].0.port(), 8777);
+        assert_eq!(spec.servers[0].0[0].port(), 8777);
         assert_eq!(spec.config.balance, Balance::RoundRobin);
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::config::HealthCheckConfig;
+use super::state::ServerState;
 use super::Backend;
 
 /// Start checking the backends that have `health_check` and are not checked yet. A check loop
@@ -18,13 +19,26 @@ pub fn start(backends: &[Arc<Backend>]) {
         if b.checked.swap(true, Ordering::Relaxed) {
             continue;
         }
-        for server in 0..b.servers.len() {
-            super::upkeep::spawn(check_loop(Arc::downgrade(b), server, hc.clone()));
+        for server in &b.servers().servers {
+            super::upkeep::spawn(check_loop(
+                Arc::downgrade(b),
+                Arc::downgrade(server),
+                hc.clone(),
+            ));
         }
     }
 }
 
-async fn check_loop(backend: Weak<Backend>, index: usize, hc: HealthCheckConfig) {
+/// Check a server re-resolution added to a checked backend.
+pub fn watch(b: &Arc<Backend>, server: &Arc<ServerState>) {
+    if let Some(hc) = b.health_check.clone() {
+        if b.checked.load(Ordering::Relaxed) {
+            super::upkeep::spawn(check_loop(Arc::downgrade(b), Arc::downgrade(server), hc));
+        }
+    }
+}
+
+async fn check_loop(backend: Weak<Backend>, server: Weak<ServerState>, hc: HealthCheckConfig) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(hc.interval));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let timeout = Duration::from_secs_f64(hc.timeout);
@@ -35,7 +49,13 @@ async fn check_loop(backend: Weak<Backend>, index: usize, hc: HealthCheckConfig)
         let Some(backend) = backend.upgrade() else {
             return;
         };
-        let server = backend.servers[index].clone();
+        // Re-resolution dropped its address.
+        let Some(server) = server
+            .upgrade()
+            .filter(|s| backend.servers().servers.iter().any(|t| Arc::ptr_eq(s, t)))
+        else {
+            return;
+        };
         let result =
             match tokio::time::timeout(timeout, super::service::check(&backend, &server, &hc.path))
                 .await

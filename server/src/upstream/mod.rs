@@ -18,8 +18,8 @@ mod upkeep;
 mod wire;
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use async_ffi::LocalFfiFuture;
@@ -29,14 +29,27 @@ use osprey_sdk::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
 use config::{BackendSpec, Balance, HealthCheckConfig};
 use state::ServerState;
 
+/// A backend's servers at one time: re-resolution replaces the list (keeping the state of the
+/// addresses that stay); a request keeps the list it started with.
+pub struct ServerList {
+    pub servers: Vec<Arc<ServerState>>,
+    /// Smooth round robin's current weights.
+    rr: Mutex<Vec<i64>>,
+}
+
+impl ServerList {
+    fn new(servers: Vec<Arc<ServerState>>) -> Arc<ServerList> {
+        let rr = Mutex::new(vec![0; servers.len()]);
+        Arc::new(ServerList { servers, rr })
+    }
+}
+
 /// A backend, shared by every network thread.
 pub struct Backend {
     pub id: u32,
     pub name: String,
-    pub servers: Vec<Arc<ServerState>>,
+    servers: RwLock<Arc<ServerList>>,
     balance: Balance,
-    /// Smooth round robin's current weights.
-    rr: Mutex<Vec<i64>>,
     /// Where least_conn starts looking, so that ties spread.
     ties: AtomicUsize,
     pub keepalive: usize,
@@ -57,6 +70,8 @@ pub struct Backend {
     resolve_interval: Duration,
     /// Its names are being re-resolved.
     resolving: AtomicBool,
+    /// `now_ms()` of its last lookup after a failed connect (0: none yet).
+    resolved_ms: AtomicU64,
     /// What it was built from: a reload keeps a backend whose spec is unchanged.
     spec: BackendSpec,
 }
@@ -68,15 +83,17 @@ impl Backend {
         Backend {
             id,
             name: spec.name.clone(),
-            servers: spec
-                .servers
-                .iter()
-                .map(|(addr, name, weight)| {
-                    Arc::new(ServerState::new(*addr, name.clone(), *weight))
-                })
-                .collect(),
+            servers: RwLock::new(ServerList::new(
+                spec.servers
+                    .iter()
+                    .flat_map(|(addrs, name, weight)| {
+                        addrs
+                            .iter()
+                            .map(|a| Arc::new(ServerState::new(*a, name.clone(), *weight)))
+                    })
+                    .collect(),
+            )),
             balance: c.balance,
-            rr: Mutex::new(vec![0; spec.servers.len()]),
             ties: AtomicUsize::new(0),
             keepalive: c.keepalive,
             keepalive_timeout: secs(c.keepalive_timeout),
@@ -92,15 +109,21 @@ impl Backend {
             tls: spec.tls.clone(),
             resolve_interval: secs(c.resolve_interval),
             resolving: AtomicBool::new(false),
+            resolved_ms: AtomicU64::new(0),
             spec: spec.clone(),
         }
     }
-}
 
-impl Drop for Backend {
-    fn drop(&mut self) {
-        // Network threads close their idle connections to it (see `pool`).
-        RETIRED.fetch_add(1, Ordering::Relaxed);
+    /// Its servers now.
+    pub fn servers(&self) -> Arc<ServerList> {
+        self.servers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_servers(&self, servers: Vec<Arc<ServerState>>) {
+        *self.servers.write().unwrap_or_else(|e| e.into_inner()) = ServerList::new(servers);
     }
 }
 
@@ -108,8 +131,6 @@ impl Drop for Backend {
 /// configurations own their backends; this table only finds them again from the `BackendId`
 /// a module was given.
 static TABLE: Mutex<Vec<Weak<Backend>>> = Mutex::new(Vec::new());
-/// Bumped each time a backend goes away.
-static RETIRED: AtomicU64 = AtomicU64::new(0);
 
 /// The backends of one configuration, built when it is (start-up and each reload).
 #[derive(Default)]
@@ -182,16 +203,6 @@ fn by_id(id: u32) -> Option<Arc<Backend>> {
     })
 }
 
-/// How many backends have gone so far (a cheap "has any gone?" for the pools).
-fn retired() -> u64 {
-    RETIRED.load(Ordering::Relaxed)
-}
-
-/// Whether a configuration still uses the backend with this id.
-fn is_live(id: u32) -> bool {
-    by_id(id).is_some()
-}
-
 /// Host service: the backend named `name` in the configuration being built (or, outside a
 /// build, the current one).
 pub extern "C" fn host_backend(name: RStr<'_>) -> ROption<BackendId> {
@@ -231,7 +242,13 @@ pub extern "C" fn host_upstream_health() -> RVec<osprey_sdk::ServerHealth> {
             s.backends
                 .0
                 .iter()
-                .flat_map(|b| b.servers.iter().map(|srv| srv.health(&b.name, now)))
+                .flat_map(|b| {
+                    let list = b.servers();
+                    list.servers
+                        .iter()
+                        .map(|srv| srv.health(&b.name, now))
+                        .collect::<Vec<_>>()
+                })
                 .collect()
         })
         .unwrap_or_default()

@@ -3,35 +3,47 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
+use super::state::{servers_gone, ServerState};
 
 struct Idle {
     stream: Conn,
     since: Instant,
-    /// The server's address generation when it was put (a moved server's old connections are
-    /// not reused).
-    generation: u64,
 }
 
-/// A thread's idle connections by (backend id, server index).
+struct ServerPool {
+    server: Weak<ServerState>,
+    idle: Vec<Idle>,
+}
+
+/// A thread's idle connections by server (`ServerState::key`).
 #[derive(Default)]
 struct Pools {
-    idle: HashMap<(u32, usize), Vec<Idle>>,
-    /// `super::retired()` when the pools were last purged of backends that are gone.
-    retired_seen: u64,
+    by_server: HashMap<u64, ServerPool>,
+    /// `servers_gone()` when the pools were last purged of servers that are gone.
+    gone_seen: u64,
 }
 
 impl Pools {
-    /// The list for one server, after closing the connections of backends a reload removed.
-    fn list(&mut self, backend: u32, server: usize) -> &mut Vec<Idle> {
-        let retired = super::retired();
-        if retired != self.retired_seen {
-            self.retired_seen = retired;
-            self.idle.retain(|(id, _), _| super::is_live(*id));
+    /// The list for one server, after closing the connections of servers that are gone (their
+    /// address no longer resolves, or a reload removed their backend).
+    fn list(&mut self, server: &Arc<ServerState>) -> &mut Vec<Idle> {
+        let gone = servers_gone();
+        if gone != self.gone_seen {
+            self.gone_seen = gone;
+            self.by_server.retain(|_, p| p.server.strong_count() > 0);
         }
-        self.idle.entry((backend, server)).or_default()
+        &mut self
+            .by_server
+            .entry(server.key)
+            .or_insert_with(|| ServerPool {
+                server: Arc::downgrade(server),
+                idle: Vec::new(),
+            })
+            .idle
     }
 }
 
@@ -39,14 +51,13 @@ thread_local! {
     static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
-/// The most recently used live connection to server `server` of backend `backend` at its
-/// address of `generation`.
-pub fn take(backend: u32, server: usize, max_idle: Duration, generation: u64) -> Option<Conn> {
+/// The most recently used live connection to `server`.
+pub fn take(server: &Arc<ServerState>, max_idle: Duration) -> Option<Conn> {
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
-        let list = pools.list(backend, server);
+        let list = pools.list(server);
         while let Some(c) = list.pop() {
-            if c.generation == generation && c.since.elapsed() < max_idle && still_open(&c.stream) {
+            if c.since.elapsed() < max_idle && still_open(&c.stream) {
                 return Some(c.stream);
             }
         }
@@ -55,20 +66,19 @@ pub fn take(backend: u32, server: usize, max_idle: Duration, generation: u64) ->
 }
 
 /// Keep a connection whose response was read completely; at most `limit` per server.
-pub fn put(backend: u32, server: usize, stream: Conn, limit: usize, generation: u64) {
+pub fn put(server: &Arc<ServerState>, stream: Conn, limit: usize) {
     if limit == 0 {
         return;
     }
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
-        let list = pools.list(backend, server);
+        let list = pools.list(server);
         if list.len() >= limit {
             list.remove(0);
         }
         list.push(Idle {
             stream,
             since: Instant::now(),
-            generation,
         });
     })
 }

@@ -5,9 +5,8 @@
 use std::io;
 use std::time::Duration;
 
-use super::conn::Conn;
 use osprey_sdk::{next_chunk, StreamBox};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 pub struct StreamedBody {
     stream: StreamBox,
@@ -47,7 +46,11 @@ impl StreamedBody {
 
     /// Copy the body to `to`, each write within `limit`. Waiting for the client is bounded by
     /// the core's own body timeouts (the stream then fails).
-    pub async fn send(&mut self, to: &mut Conn, limit: Duration) -> Result<(), BodyFail> {
+    pub async fn send(
+        &mut self,
+        to: &mut (impl AsyncWrite + Unpin),
+        limit: Duration,
+    ) -> Result<(), BodyFail> {
         let mut sent = 0u64;
         let chunked = self.len.is_none();
         loop {
@@ -86,7 +89,11 @@ impl StreamedBody {
     }
 }
 
-async fn write(to: &mut Conn, bytes: &[u8], limit: Duration) -> Result<(), BodyFail> {
+async fn write(
+    to: &mut (impl AsyncWrite + Unpin),
+    bytes: &[u8],
+    limit: Duration,
+) -> Result<(), BodyFail> {
     tokio::time::timeout(limit, to.write_all(bytes))
         .await
         .map_err(|_| BodyFail::Timeout)?

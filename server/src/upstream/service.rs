@@ -103,25 +103,34 @@ fn idempotent(method: &str) -> bool {
 
 pub async fn request(
     backend: &Arc<Backend>,
-    req: UpstreamRequest,
+    mut req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
     let safe = idempotent(req.method.as_str());
-    let client_ip = req.client_ip.to_string();
+    let client_ip = std::mem::take(&mut req.client_ip);
+    let list = backend.servers();
+    let no_server = || UpstreamError {
+        status: 502,
+        message: format!("backend `{}`: no server is available", backend.name).into(),
+    };
+    let Some(first) = backend.pick(&list, &client_ip, &[]) else {
+        return Err(no_server());
+    };
+    // Encoded once, for the first server's `Host`.
     let (encoded, mut streamed) =
-        Encoded::new(req, backend.keepalive > 0).map_err(|m| UpstreamError {
-            status: 500,
-            message: format!("backend `{}`: {m}", backend.name).into(),
+        Encoded::new(req, backend.keepalive > 0, &list.servers[first].name).map_err(|m| {
+            UpstreamError {
+                status: 500,
+                message: format!("backend `{}`: {m}", backend.name).into(),
+            }
         })?;
-    let tries = (backend.retries as usize + 1).min(backend.servers.len());
+    let tries = (backend.retries as usize + 1).min(list.servers.len());
     let mut tried: Vec<usize> = Vec::with_capacity(tries);
-    let mut last: Option<(usize, Fail)> = None;
-    while tried.len() < tries {
-        let Some(i) = backend.pick(&client_ip, &tried) else {
-            break;
-        };
+    let mut last: Option<(&Arc<ServerState>, Fail)> = None;
+    let mut next = Some(first);
+    while let Some(i) = next {
         tried.push(i);
-        let server = &backend.servers[i];
-        match attempt(backend, i, &encoded, &mut streamed, safe).await {
+        let server = &list.servers[i];
+        match attempt(backend, server, &encoded, &mut streamed, safe).await {
             Ok(resp) => return Ok(resp),
             Err(fail) => {
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
@@ -133,28 +142,31 @@ pub async fn request(
                     Fail::Protocol(_) | Fail::Closed(_) | Fail::ClientBody(_) => false,
                     ref f => !f.reached_upstream() || (safe && replayable(&streamed)),
                 };
-                last = Some((i, fail));
+                last = Some((server, fail));
                 if !retry {
                     break;
                 }
             }
         }
+        next = if tried.len() < tries {
+            backend.pick(&list, &client_ip, &tried)
+        } else {
+            None
+        };
     }
     Err(match last {
-        Some((i, fail)) => UpstreamError {
+        Some((server, fail)) => UpstreamError {
             status: fail.status(),
             message: format!(
-                "backend `{}`, server {}: {}",
+                "backend `{}`, server {} ({}): {}",
                 backend.name,
-                backend.servers[i].name,
+                server.name,
+                server.addr,
                 fail.describe()
             )
             .into(),
         },
-        None => UpstreamError {
-            status: 502,
-            message: format!("backend `{}`: no server is available", backend.name).into(),
-        },
+        None => no_server(),
     })
 }
 
@@ -168,20 +180,18 @@ fn replayable(streamed: &Option<StreamedBody>) -> bool {
 /// idempotent ones when no byte of a response came (as Go's `net/http` transport does).
 async fn attempt(
     backend: &Arc<Backend>,
-    i: usize,
+    server: &Arc<ServerState>,
     req: &Encoded,
     streamed: &mut Option<StreamedBody>,
     safe: bool,
 ) -> Result<Response, Fail> {
-    let server = backend.servers[i].clone();
     let guard = ActiveGuard::new(server.clone());
     let began = std::time::Instant::now();
-    let generation = server.generation();
-    if let Some(stream) = pool::take(backend.id, i, backend.keepalive_timeout, generation) {
+    if let Some(stream) = pool::take(server, backend.keepalive_timeout) {
         match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => {
                 server.record_response(began.elapsed());
-                return Ok(respond(backend, i, req, x, guard));
+                return Ok(respond(backend, server, req, x, guard));
             }
             Err(f) if f.stale() && (!f.reached_upstream() || (safe && replayable(streamed))) => {
                 tracing::debug!(backend = %backend.name, server = %server.name, "pooled connection was closed; reconnecting: {}", f.describe());
@@ -190,25 +200,25 @@ async fn attempt(
             Err(f) => return Err(f),
         }
     }
-    let stream = match connect(backend, &server).await {
+    let stream = match connect(backend, server).await {
         Ok(stream) => stream,
         Err(f) => {
-            if !matches!(f, Fail::Tls(_)) {
-                super::resolve::after_connect_failure(&backend.name, &server);
+            if server.named && !matches!(f, Fail::Tls(_)) {
+                super::resolve::after_connect_failure(backend);
             }
             return Err(f);
         }
     };
     let x = exchange(backend, stream, req, streamed, &server.name).await?;
     server.record_response(began.elapsed());
-    Ok(respond(backend, i, req, x, guard))
+    Ok(respond(backend, server, req, x, guard))
 }
 
 /// A new connection to the server, TLS when the backend says so; the handshake is part of
 /// the connect (and of its timeout).
 async fn connect(backend: &Backend, server: &ServerState) -> Result<Conn, Fail> {
     let connect = async {
-        let tcp = TcpStream::connect(server.addr())
+        let tcp = TcpStream::connect(server.addr)
             .await
             .map_err(Fail::Connect)?;
         let _ = tcp.set_nodelay(true);
@@ -255,38 +265,28 @@ async fn exchange(
     tokio::time::timeout(backend.send_timeout, send)
         .await
         .map_err(|_| Fail::SendTimeout)??;
+    let mut buf = Vec::with_capacity(8 * 1024);
+    let mut got_bytes = false;
     if let Some(body) = streamed {
         // Read from the client only now, so that `100 Continue` goes out once the upstream
         // connection is there to take the body.
-        body.send(&mut stream, backend.send_timeout)
-            .await
-            .map_err(|f| match f {
-                BodyFail::Client(m) => Fail::ClientBody(m),
-                BodyFail::Upstream(e) => Fail::Send(e),
-                BodyFail::Timeout => Fail::SendTimeout,
-            })?;
+        let early =
+            send_watching(backend, &mut stream, body, req, &mut buf, &mut got_bytes).await?;
+        if let Some(head) = early {
+            return Ok(Exchanged {
+                stream,
+                head,
+                rest: buf,
+            });
+        }
     }
-    let mut buf = Vec::with_capacity(8 * 1024);
-    let mut got_bytes = false;
     loop {
-        if !buf.is_empty() {
-            match wire::parse_response(&buf, req.head_request, req.upgrade)
-                .map_err(Fail::Protocol)?
-            {
-                Parsed::Partial => {}
-                Parsed::Interim(n) => {
-                    buf.drain(..n);
-                    continue;
-                }
-                Parsed::Head(head) => {
-                    buf.drain(..head.len);
-                    return Ok(Exchanged {
-                        stream,
-                        head,
-                        rest: buf,
-                    });
-                }
-            }
+        if let Some(head) = take_head(&mut buf, req)? {
+            return Ok(Exchanged {
+                stream,
+                head,
+                rest: buf,
+            });
         }
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(8 * 1024);
@@ -306,15 +306,81 @@ async fn exchange(
     }
 }
 
+/// The final response head at the start of `buf`, once it is all there; interim (1xx)
+/// responses before it are dropped.
+fn take_head(buf: &mut Vec<u8>, req: &Encoded) -> Result<Option<RespHead>, Fail> {
+    while !buf.is_empty() {
+        match wire::parse_response(buf, req.head_request, req.upgrade).map_err(Fail::Protocol)? {
+            Parsed::Partial => break,
+            Parsed::Interim(n) => {
+                buf.drain(..n);
+            }
+            Parsed::Head(head) => {
+                buf.drain(..head.len);
+                return Ok(Some(head));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Send the streamed body while reading the connection: an upstream may give its final
+/// answer (a 413, a 401) before it has read the whole body, and that answer goes to the client
+/// at once, not after the rest of the upload (RFC 9112 §9.6; nginx does the same). Returns that
+/// early head: the body is then left unsent, so the upstream connection is out of step and
+/// never pooled, and the core closes the client connection after the answer (lingering, so the
+/// unread upload cannot reset it away).
+async fn send_watching(
+    backend: &Backend,
+    stream: &mut Conn,
+    body: &mut StreamedBody,
+    req: &Encoded,
+    buf: &mut Vec<u8>,
+    got_bytes: &mut bool,
+) -> Result<Option<RespHead>, Fail> {
+    let (mut from, mut to) = tokio::io::split(stream);
+    let sending = body.send(&mut to, backend.send_timeout);
+    tokio::pin!(sending);
+    loop {
+        if buf.capacity() - buf.len() < 2048 {
+            buf.reserve(8 * 1024);
+        }
+        tokio::select! {
+            sent = &mut sending => {
+                sent.map_err(|f| match f {
+                    BodyFail::Client(m) => Fail::ClientBody(m),
+                    BodyFail::Upstream(e) => Fail::Send(e),
+                    BodyFail::Timeout => Fail::SendTimeout,
+                })?;
+                return Ok(None);
+            }
+            read = from.read_buf(buf) => {
+                let n = read.map_err(|error| Fail::Read { error, got_bytes: *got_bytes })?;
+                if n == 0 {
+                    let error = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the upstream closed the connection during the request body",
+                    );
+                    return Err(Fail::Read { error, got_bytes: *got_bytes });
+                }
+                *got_bytes = true;
+                if let Some(mut head) = take_head(buf, req)? {
+                    head.keep_alive = false;
+                    return Ok(Some(head));
+                }
+            }
+        }
+    }
+}
+
 /// Turn a response head into the module's response; the body streams from the connection.
 fn respond(
     backend: &Arc<Backend>,
-    i: usize,
+    server: &Arc<ServerState>,
     req: &Encoded,
     x: Exchanged,
     guard: ActiveGuard,
 ) -> Response {
-    let server = &backend.servers[i];
     let Exchanged { stream, head, rest } = x;
     if head.status >= 500 && backend.fail_on_5xx {
         if server.record_failure(backend.max_fails, backend.fail_timeout) {
@@ -349,7 +415,7 @@ fn respond(
     let Some(body_len) = whole else {
         resp.body_stream(UpstreamBody::new(
             backend.clone(),
-            i,
+            server.clone(),
             stream,
             rest,
             head.framing,
@@ -360,13 +426,7 @@ fn respond(
     };
     // Bytes past the body: the connection is out of step, never pooled.
     if head.keep_alive && rest.len() == body_len {
-        pool::put(
-            backend.id,
-            i,
-            stream,
-            backend.keepalive,
-            server.generation(),
-        );
+        pool::put(server, stream, backend.keepalive);
     }
     drop(guard);
     if body_len > 0 {
@@ -382,7 +442,7 @@ fn respond(
 /// For the health checker: send `GET path` (over TLS when the backend speaks it) and return
 /// the status.
 pub async fn check(backend: &Backend, server: &ServerState, path: &str) -> Result<u16, String> {
-    let tcp = TcpStream::connect(server.addr())
+    let tcp = TcpStream::connect(server.addr)
         .await
         .map_err(|e| format!("connect failed: {e}"))?;
     let mut stream = match &backend.tls {

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use osprey_sdk::UpstreamState;
@@ -14,17 +14,16 @@ pub fn now_ms() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
 }
 
+/// One address of a configured server entry: a name that resolves to several addresses gives
+/// one of these per address (see `resolve`), each with its own state.
 pub struct ServerState {
-    /// Where it is now (a named server's address may change: see `resolve`).
-    addr: Mutex<SocketAddr>,
+    pub addr: SocketAddr,
     /// The address as configured (also the default `Host` header).
     pub name: String,
     /// `name`'s host is a name, not an IP address: it is re-resolved.
     pub named: bool,
-    /// `now_ms()` of its last lookup after a failed connect (0: none yet).
-    pub resolved_ms: AtomicU64,
-    /// Bumped when the address changes.
-    generation: AtomicU64,
+    /// Unique for the process's life: the key of its idle connections in the pools.
+    pub key: u64,
     pub weight: u32,
     /// Requests in flight, on every thread.
     pub active: AtomicUsize,
@@ -43,18 +42,13 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(addr: SocketAddr, name: String, weight: u32) -> ServerState {
-        let host = name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h);
-        let named = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_err();
+        let named = is_named(&name);
+        static KEYS: AtomicU64 = AtomicU64::new(0);
         ServerState {
-            addr: Mutex::new(addr),
+            addr,
             name,
             named,
-            resolved_ms: AtomicU64::new(0),
-            generation: AtomicU64::new(0),
+            key: KEYS.fetch_add(1, Ordering::Relaxed),
             weight,
             active: AtomicUsize::new(0),
             healthy: AtomicBool::new(true),
@@ -64,21 +58,6 @@ impl ServerState {
             fails_total: AtomicU64::new(0),
             response_us: AtomicU64::new(0),
         }
-    }
-
-    /// The address to connect to.
-    pub fn addr(&self) -> SocketAddr {
-        *self.addr.lock().unwrap()
-    }
-
-    /// Move the server; its pooled connections to the old address are dropped as they come up.
-    pub fn set_addr(&self, addr: SocketAddr) {
-        *self.addr.lock().unwrap() = addr;
-        self.generation.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
     }
 
     /// A response head came `took` after the attempt began: counted, and averaged (weight 1/8,
@@ -110,7 +89,7 @@ impl ServerState {
         osprey_sdk::ServerHealth {
             backend: backend.into(),
             server: self.name.as_str().into(),
-            address: self.addr().to_string().into(),
+            address: self.addr.to_string().into(),
             state,
             in_flight: self.active.load(Ordering::Relaxed) as u64,
             responses: self.responses.load(Ordering::Relaxed),
@@ -176,6 +155,29 @@ impl ServerState {
         }
         self.down_until.load(Ordering::Relaxed) != 0
             && self.down_until.swap(0, Ordering::Relaxed) != 0
+    }
+}
+
+/// Whether the host of `address` (`host:port`) is a name to look up, not an IP address.
+pub fn is_named(address: &str) -> bool {
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .is_err()
+}
+
+/// Bumped each time a server's state goes away (re-resolution dropped its address, or a reload
+/// its backend): the pools then close their connections to it.
+static GONE: AtomicU64 = AtomicU64::new(0);
+
+pub fn servers_gone() -> u64 {
+    GONE.load(Ordering::Relaxed)
+}
+
+impl Drop for ServerState {
+    fn drop(&mut self) {
+        GONE.fetch_add(1, Ordering::Relaxed);
     }
 }
 

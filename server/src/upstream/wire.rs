@@ -33,25 +33,70 @@ const RESPONSE_HOP: &[&str] = &[
     "transfer-encoding",
     "upgrade",
     "content-length",
+    // Not hop-by-hop, but not passed on, as nginx's `proxy_hide_header` defaults: the core
+    // writes its own `Date` (and `Server`, unless the module sets one).
+    "date",
+    "server",
 ];
 
-/// A request, encoded once and sent to whichever server is chosen. The `Host` line is added
-/// per server when the module did not set one.
+/// Response header names as they are commonly spelled: one of these is borrowed, not copied.
+const COMMON_NAMES: &[&str] = &[
+    "Content-Type",
+    "Cache-Control",
+    "Last-Modified",
+    "ETag",
+    "Expires",
+    "Set-Cookie",
+    "Location",
+    "Vary",
+    "Content-Encoding",
+    "Accept-Ranges",
+    "Content-Range",
+    "Age",
+    "Via",
+    "content-type",
+    "cache-control",
+    "last-modified",
+    "etag",
+    "set-cookie",
+    "location",
+    "vary",
+    "content-encoding",
+];
+
+fn header_name(name: &str) -> RCowStr<'static> {
+    match COMMON_NAMES.iter().find(|n| **n == name) {
+        Some(n) => RCowStr::from(*n),
+        None => RCowStr::from(name.to_owned()),
+    }
+}
+
+/// A request, encoded once (for the first server chosen) into the bytes of one write: request
+/// line, `Host` (the server's address, when the module did not set one), headers and a small
+/// body. A retry on a server of another address rebuilds only the `Host` line.
 pub struct Encoded {
-    pub line: Vec<u8>,
-    pub has_host: bool,
-    pub rest: Vec<u8>,
-    pub body: Vec<u8>,
+    wire: Vec<u8>,
+    /// Where the `Host` line is (just after the request line), and its length (0: the module
+    /// set its own `Host`, which goes for every server).
+    host_at: usize,
+    host_len: usize,
+    /// A body too large to copy into `wire` (sent after it).
+    large_body: Vec<u8>,
     pub head_request: bool,
     /// The module forwards the client's `Upgrade` (a WebSocket handshake, say).
     pub upgrade: bool,
 }
 
+/// Bodies up to this size go in the same write as the head.
+const SMALL_BODY: usize = 16 * 1024;
+
 impl Encoded {
-    /// The request encoded, and its body when that streams from the client.
+    /// The request encoded for the server known as `host`, and its body when that streams
+    /// from the client.
     pub fn new(
         req: UpstreamRequest,
         keep_alive: bool,
+        host: &str,
     ) -> Result<(Encoded, Option<StreamedBody>), &'static str> {
         let method = req.method.as_str();
         if method.is_empty() || !method.bytes().all(is_token) {
@@ -63,20 +108,38 @@ impl Encoded {
         {
             return Err("bad request target");
         }
-        let mut line = Vec::with_capacity(method.len() + target.len() + 12);
-        line.extend_from_slice(method.as_bytes());
-        line.push(b' ');
-        line.extend_from_slice(target.as_bytes());
-        line.extend_from_slice(b" HTTP/1.1\r\n");
-        let mut rest = Vec::with_capacity(512);
-        let mut has_host = false;
+        let body = req.body.into_vec();
+        let small = if body.len() <= SMALL_BODY {
+            body.len()
+        } else {
+            0
+        };
+        let size = target.len() + host.len() + small + 64;
+        let size = req
+            .headers
+            .iter()
+            .fold(size, |n, h| n + h.name.len() + h.value.len() + 4);
+        let mut wire = Vec::with_capacity(size + 64);
+        wire.extend_from_slice(method.as_bytes());
+        wire.push(b' ');
+        wire.extend_from_slice(target.as_bytes());
+        wire.extend_from_slice(b" HTTP/1.1\r\n");
+        let host_at = wire.len();
+        let has_host = req
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("host"));
+        if !has_host {
+            push_header(&mut wire, "Host", host);
+        }
+        let host_len = wire.len() - host_at;
+        let rest = &mut wire;
+        let mut host_seen = false;
         let mut upgrade = false;
         for h in req.headers.iter() {
             let name = h.name.as_str();
-            if name.is_empty()
-                || !name.bytes().all(is_token)
-                || h.value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
-            {
+            // The same rule as for a handler's response headers: a token name, no CR, LF, NUL.
+            if crate::http::encode::invalid_header(h) {
                 return Err("bad request header");
             }
             if REQUEST_FRAMING.iter().any(|n| n.eq_ignore_ascii_case(name)) {
@@ -89,74 +152,70 @@ impl Encoded {
                 upgrade = true;
             }
             if name.eq_ignore_ascii_case("host") {
-                if has_host {
+                if host_seen {
                     continue;
                 }
-                has_host = true;
+                host_seen = true;
             }
-            push_header(&mut rest, name, h.value.as_str());
+            push_header(rest, name, h.value.as_str());
         }
         let streamed = req
             .body_stream
             .into_option()
             .and_then(|slot| slot.take())
             .and_then(StreamedBody::new);
-        let body = req.body.into_vec();
         if let Some(streamed) = &streamed {
             let (name, value) = streamed.framing();
-            push_header(&mut rest, name, &value);
+            push_header(rest, name, &value);
         } else if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
             push_header(
-                &mut rest,
+                rest,
                 "Content-Length",
                 itoa::Buffer::new().format(body.len()),
             );
         }
         if upgrade {
-            push_header(&mut rest, "Connection", "upgrade");
+            push_header(rest, "Connection", "upgrade");
         } else if !keep_alive {
-            push_header(&mut rest, "Connection", "close");
+            push_header(rest, "Connection", "close");
         }
         rest.extend_from_slice(b"\r\n");
+        let large_body = if small > 0 {
+            wire.extend_from_slice(&body);
+            Vec::new()
+        } else {
+            body
+        };
         let encoded = Encoded {
             head_request: method == "HEAD",
             upgrade,
-            line,
-            has_host,
-            rest,
-            body,
+            wire,
+            host_at,
+            host_len,
+            large_body,
         };
         Ok((encoded, streamed))
     }
 
-    /// The bytes to send to the server known as `host`.
-    pub fn for_server(&self, host: &str) -> Vec<u8> {
-        let small_body = self.body.len() <= 16 * 1024;
-        let mut out = Vec::with_capacity(
-            self.line.len()
-                + self.rest.len()
-                + host.len()
-                + 8
-                + if small_body { self.body.len() } else { 0 },
-        );
-        out.extend_from_slice(&self.line);
-        if !self.has_host {
-            push_header(&mut out, "Host", host);
+    /// The bytes to send to the server known as `host`: those encoded, unless its `Host`
+    /// line differs.
+    pub fn for_server(&self, host: &str) -> std::borrow::Cow<'_, [u8]> {
+        let line = &self.wire[self.host_at..self.host_at + self.host_len];
+        if self.host_len == 0
+            || (line.len() == host.len() + 8 && &line[6..6 + host.len()] == host.as_bytes())
+        {
+            return std::borrow::Cow::Borrowed(&self.wire);
         }
-        out.extend_from_slice(&self.rest);
-        if small_body {
-            out.extend_from_slice(&self.body);
-        }
-        out
+        let mut out = Vec::with_capacity(self.wire.len() + host.len());
+        out.extend_from_slice(&self.wire[..self.host_at]);
+        push_header(&mut out, "Host", host);
+        out.extend_from_slice(&self.wire[self.host_at + self.host_len..]);
+        std::borrow::Cow::Owned(out)
     }
 
-    /// The part of the body `for_server` did not include.
+    /// The body when it was too large to go with the head.
     pub fn large_body(&self) -> &[u8] {
-        if self.body.len() <= 16 * 1024 {
-            &[]
-        } else {
-            &self.body
-        }
+        &self.large_body
     }
 }
 
@@ -298,7 +357,7 @@ pub fn parse_response(
                         .any(|t| t.eq_ignore_ascii_case(h.name))
         })
         .map(|h| HeaderPair {
-            name: RCowStr::from(h.name.to_owned()),
+            name: header_name(h.name),
             value: RCowStr::from(String::from_utf8_lossy(h.value).trim().to_owned()),
         })
         .collect();
@@ -411,16 +470,37 @@ mod tests {
             client_ip: RString::from("1.2.3.4"),
             body_stream: osprey_sdk::abi_stable::std_types::ROption::RNone,
         };
-        let (e, _) = Encoded::new(req.clone(), true).unwrap();
+        let (e, _) = Encoded::new(req.clone(), true, "up:80").unwrap();
+        let sent = |host| String::from_utf8(e.for_server(host).into_owned()).unwrap();
         assert_eq!(
-            String::from_utf8(e.for_server("up:80")).unwrap(),
+            sent("up:80"),
             "POST /a?b HTTP/1.1\r\nHost: up:80\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        assert!(matches!(
+            e.for_server("up:80"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // A retry on another server: only the `Host` line differs.
+        assert_eq!(
+            sent("other:8080"),
+            "POST /a?b HTTP/1.1\r\nHost: other:8080\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        // The module's own `Host` goes to every server.
+        let mut own = req.clone();
+        own.headers.push(HeaderPair {
+            name: "host".into(),
+            value: "front".into(),
+        });
+        let (e, _) = Encoded::new(own, true, "up:80").unwrap();
+        assert_eq!(
+            String::from_utf8(e.for_server("other:1").into_owned()).unwrap(),
+            "POST /a?b HTTP/1.1\r\nX-A: 1\r\nhost: front\r\nContent-Length: 2\r\n\r\nhi"
         );
         let mut bad = req;
         bad.headers.push(HeaderPair {
             name: "X-B".into(),
             value: "a\r\nb".into(),
         });
-        assert!(Encoded::new(bad, true).is_err());
+        assert!(Encoded::new(bad, true, "up:80").is_err());
     }
 }
