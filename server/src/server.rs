@@ -43,6 +43,15 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A server's shared state from a configuration text, for unit tests that serve a socket.
+    #[cfg(test)]
+    pub(crate) fn for_tests(json: &str) -> Arc<Shared> {
+        let config = Config::parse("t.json", json).unwrap();
+        let registry: &'static Registry =
+            Box::leak(Box::new(Registry::load(&config, &[]).unwrap()));
+        Arc::new(Shared::new(config, registry).unwrap())
+    }
+
     pub fn new(config: Config, registry: &'static Registry) -> Result<Shared, String> {
         // Backends exist before modules build the handlers that name them.
         let backends = Backends::build(&config.backends);

@@ -117,8 +117,6 @@ async fn tls_connection(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::modules::Registry;
 
     /// An idle plain connection's task is this future in a tokio task cell (128-byte aligned,
     /// about 100 bytes of its own). Up to 152 bytes the cell is a 256-byte block, which the
@@ -126,10 +124,7 @@ mod tests {
     /// the resident memory per idle connection that follows from it.)
     #[test]
     fn an_idle_plain_connection_task_fits_a_256_byte_cell() {
-        let config = Config::parse("t.json", r#"{"workers": 1}"#).unwrap();
-        let registry: &'static Registry =
-            Box::leak(Box::new(Registry::load(&config, &[]).unwrap()));
-        let shared = Arc::new(Shared::new(config, registry).unwrap());
+        let shared = Shared::for_tests(r#"{"workers": 1}"#);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -217,8 +217,6 @@ fn expire() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::modules::Registry;
     use std::io::{Read, Write};
     use std::time::Duration;
 
@@ -232,10 +230,7 @@ mod tests {
 
     #[test]
     fn a_parked_connection_is_served_when_its_client_sends_and_closed_when_it_leaves() {
-        let config = Config::parse("t.json", r#"{"workers": 1}"#).unwrap();
-        let registry: &'static Registry =
-            Box::leak(Box::new(Registry::load(&config, &[]).unwrap()));
-        let shared = Arc::new(Shared::new(config, registry).unwrap());
+        let shared = Shared::for_tests(r#"{"workers": 1}"#);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build_local(tokio::runtime::LocalOptions::default())
