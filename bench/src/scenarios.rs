@@ -41,6 +41,7 @@ const CLOSE: Tool = Tool::Wrk {
 };
 const H2_10: Tool = Tool::H2load { streams: 10 };
 /// Issue 20: ahead of h2o and 3x nginx on h2c, with no more CPU per request than h2o.
+const PROXY_TARGETS: &[Target] = &[Rps(Nginx, 1.2), Cpu(Nginx, 0.8), Rps(H2o, 1.0)];
 const H2C_TARGETS: &[Target] = &[Rps(H2o, 1.2), Rps(Nginx, 3.0), Cpu(H2o, 1.0)];
 
 const fn s(
@@ -241,17 +242,26 @@ pub const SCENARIOS: &[Scenario] = &[
         )
     },
     // The same upstream (nginx on the load generator's CPU) behind each server's proxy, with
-    // kept-alive upstream connections.
+    // kept-alive upstream connections; issue 21's two loads.
     Scenario {
         smoke: true,
         ..s(
             "proxy",
-            "hello ka c100",
+            "hello ka c50",
             "/proxy/hello",
             Plain,
             KA,
-            100,
-            &[],
+            50,
+            PROXY_TARGETS,
         )
     },
+    s(
+        "proxy",
+        "hello ka c200",
+        "/proxy/hello",
+        Plain,
+        KA,
+        200,
+        PROXY_TARGETS,
+    ),
 ];

@@ -36,7 +36,7 @@ fn smoke_run_writes_table_json_and_chart() {
         "h2 h2c hello c10 m10",
         "h2 TLS 2.3k c10 m10",
         "files 2.1m close c400",
-        "proxy hello ka c100",
+        "proxy hello ka c50",
     ];
     for row in rows {
         assert!(
