@@ -255,11 +255,12 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
 }
 
 /// Route and answer the request in `ex`: the one pipeline every protocol's requests go
-/// through (see `finished` for the step after the response is sent).
+/// through (see `finished` for the step after the response is sent). A request that has to
+/// wait finishes in a boxed future: the caller's future stays small.
 pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Dispatched {
     match dispatch_now(shared, peer, ex) {
         Routed::Answered(ex) => Dispatched::Answered(ex),
-        Routed::Waits(rest) => finish(shared, peer, rest).await,
+        Routed::Waits(rest) => Box::pin(finish(shared, peer, rest)).await,
     }
 }
 

@@ -18,8 +18,7 @@ use osprey_sdk::{Body, FileRange, Response};
 use crate::conn::pool;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
-    dispatch, dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Dispatched,
-    Exchange, Finished, Peer, Routed,
+    dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
 };
 use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
@@ -99,10 +98,7 @@ pub async fn handle(
         }
     };
     let dispatched = match streamed {
-        None => match dispatch_now(shared, peer, ex) {
-            Routed::Answered(ex) => Dispatched::Answered(ex),
-            Routed::Waits(rest) => Box::pin(finish(shared, peer, rest)).await,
-        },
+        None => dispatch(shared, peer, ex).await,
         Some((feed, limit)) => {
             let feeding = feed_body(&mut body, feed, limit, shared.timeouts.body);
             Box::pin(incoming::beside(dispatch(shared, peer, ex), feeding))
