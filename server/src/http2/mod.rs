@@ -3,6 +3,7 @@
 //! HTTP/1.1 (see `stream`), inside the connection's task.
 
 mod batched;
+mod fields;
 mod flood;
 mod rewind;
 mod stream;

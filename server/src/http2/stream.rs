@@ -15,6 +15,7 @@ use http::header::{HeaderName, HeaderValue};
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use osprey_sdk::{Body, FileRange, Response};
 
+use super::fields;
 use crate::conn::pool;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
@@ -166,8 +167,10 @@ fn request_head(
         buf.extend_from_slice(b"\r\n");
     }
     for (name, value) in &parts.headers {
-        // :authority wins over a Host header (RFC 9113 §8.3.1).
-        if authority.is_some() && name == http::header::HOST {
+        fields::check_value(value.as_bytes())?;
+        // :authority wins over a Host header, which must agree with it (RFC 9113 §8.3.1).
+        if let (Some(a), true) = (authority, name == http::header::HOST) {
+            fields::check_host(value.as_bytes(), a, parts.uri.scheme_str())?;
             continue;
         }
         buf.extend_from_slice(name.as_str().as_bytes());
