@@ -1,0 +1,72 @@
+//! Field rules of RFC 9113 §8.2 and §8.3 that h2spec does not try: each makes a request
+//! malformed, refused with a stream error PROTOCOL_ERROR or a 400.
+
+use crate::http2_frames::*;
+use crate::Case;
+
+pub fn field_cases() -> Vec<Case> {
+    vec![
+        (
+            "rfc9113/8.2.1/1 a field value with leading whitespace",
+            |c| malformed(c, |f| f.push(("x-test".into(), " ok".into()))),
+        ),
+        (
+            "rfc9113/8.2.1/2 a field value with trailing whitespace",
+            |c| malformed(c, |f| f.push(("x-test".into(), "ok\t".into()))),
+        ),
+        ("rfc9113/8.2.1/3 a field value with NUL", |c| {
+            malformed(c, |f| f.push(("x-test".into(), "o\0k".into())))
+        }),
+        ("rfc9113/8.2.1/4 a field value with CR LF", |c| {
+            malformed(c, |f| {
+                f.push(("x-test".into(), "ok\r\nx-injected: 1".into()))
+            })
+        }),
+        ("rfc9113/8.2.1/5 a field name with a space", |c| {
+            malformed(c, |f| f.push(("x test".into(), "ok".into())))
+        }),
+        ("rfc9113/8.2.1/6 a field name with a colon", |c| {
+            malformed(c, |f| f.push(("x:test".into(), "ok".into())))
+        }),
+        ("rfc9113/8.2.1/7 an empty field name", |c| {
+            malformed(c, |f| f.push(("".into(), "ok".into())))
+        }),
+        ("rfc9113/8.2.2/1 keep-alive", |c| {
+            malformed(c, |f| f.push(("keep-alive".into(), "timeout=5".into())))
+        }),
+        ("rfc9113/8.2.2/2 proxy-connection", |c| {
+            malformed(c, |f| f.push(("proxy-connection".into(), "close".into())))
+        }),
+        ("rfc9113/8.2.2/3 transfer-encoding", |c| {
+            malformed(c, |f| {
+                f.push(("transfer-encoding".into(), "chunked".into()))
+            })
+        }),
+        ("rfc9113/8.2.2/4 upgrade", |c| {
+            malformed(c, |f| f.push(("upgrade".into(), "h2c".into())))
+        }),
+        (
+            "rfc9113/8.3.1/1 a :path that is neither absolute nor *",
+            |c| malformed(c, |f| f[2].1 = "index.html".into()),
+        ),
+        (
+            "rfc9113/8.3.1/2 :path * for a method other than OPTIONS",
+            |c| malformed(c, |f| f[2].1 = "*".into()),
+        ),
+        ("rfc9113/8.3.1/3 a host field unlike :authority", |c| {
+            malformed(c, |f| f.push(("host".into(), "other.example".into())))
+        }),
+        ("rfc9113/8.5/1 CONNECT with :scheme and :path", |c| {
+            malformed(c, |f| f[0].1 = "CONNECT".into())
+        }),
+    ]
+}
+
+/// A GET whose fields `change` makes malformed.
+fn malformed(c: &mut Conn, change: impl Fn(&mut Vec<(String, String)>)) -> Check {
+    let mut fields = c.request("GET");
+    change(&mut fields);
+    let block = c.block(&fields);
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, &block);
+    c.refused_request(1)
+}
