@@ -461,6 +461,32 @@ impl Conn {
         })
     }
 
+    /// Every frame until the connection closes (`true`) or nothing more comes within [`WAIT`],
+    /// acknowledging PINGs as a real client does (a graceful GOAWAY waits for that ACK).
+    pub fn frames_until_closed(&mut self) -> (Vec<Frame>, bool) {
+        let mut frames = Vec::new();
+        loop {
+            match self.next() {
+                Event::Frame(f) => {
+                    if f.kind == PING && f.flags & ACK == 0 {
+                        self.send_frame(PING, ACK, 0, &f.payload);
+                    }
+                    frames.push(f);
+                }
+                Event::Closed => return (frames, true),
+                Event::Timeout => return (frames, false),
+            }
+        }
+    }
+
+    /// A GET for `path` on `stream` that ends the stream.
+    pub fn get_path(&mut self, stream: u32, path: &str) {
+        let mut fields = self.request("GET");
+        fields[2].1 = path.into();
+        let block = self.block(&fields);
+        self.send_frame(HEADERS, END_HEADERS | END_STREAM, stream, &block);
+    }
+
     /// The connection still works: a PING is answered.
     pub fn alive(&mut self) -> Check {
         let data = *b"h2alive!";
