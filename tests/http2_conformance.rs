@@ -17,7 +17,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{Server, TempDir};
-use http2_cases::{field_cases, generic_cases, hpack_cases, http2_cases};
+use http2_cases::{allowed_field_cases, field_cases, generic_cases, hpack_cases, http2_cases};
 use http2_frames::*;
 use tlskit::{start_tls, Cert};
 
@@ -159,5 +159,6 @@ fn cases() -> Vec<Case> {
     all.extend(http2_cases());
     all.extend(hpack_cases());
     all.extend(field_cases());
+    all.extend(allowed_field_cases());
     all
 }

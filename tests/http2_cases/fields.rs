@@ -56,10 +56,54 @@ pub fn field_cases() -> Vec<Case> {
         ("rfc9113/8.3.1/3 a host field unlike :authority", |c| {
             malformed(c, |f| f.push(("host".into(), "other.example".into())))
         }),
+        ("rfc9113/8.3.1/4 an :authority with userinfo", |c| {
+            malformed(c, |f| f[3].1 = format!("user@{}", f[3].1))
+        }),
         ("rfc9113/8.5/1 CONNECT with :scheme and :path", |c| {
             malformed(c, |f| f[0].1 = "CONNECT".into())
         }),
     ]
+}
+
+/// Fields the same rules allow: each request is answered.
+pub fn allowed_field_cases() -> Vec<Case> {
+    vec![
+        ("rfc9113/8.2.2/5 te: trailers is allowed", |c| {
+            allowed(c, |f| f.push(("te".into(), "trailers".into())))
+        }),
+        ("rfc9113/8.2.3/1 cookie crumbs in several fields", |c| {
+            allowed(c, |f| {
+                f.push(("cookie".into(), "a=1".into()));
+                f.push(("cookie".into(), "b=2".into()));
+            })
+        }),
+        ("rfc9113/8.3.1/5 a host field equal to :authority", |c| {
+            allowed(c, |f| f.push(("host".into(), f[3].1.to_uppercase())))
+        }),
+        (
+            "rfc9113/8.3.1/6 OPTIONS with :path * is not malformed",
+            |c| {
+                // Answered as over HTTP/1.1 (no route serves `*`: a 404), not refused.
+                let mut fields = c.request("OPTIONS");
+                fields[2].1 = "*".into();
+                let block = c.block(&fields);
+                c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, &block);
+                c.status(1, 404)
+            },
+        ),
+        (
+            "rfc9113/8.2.1/8 obs-text and inner whitespace in a value",
+            |c| allowed(c, |f| f.push(("x-test".into(), "a \t b \u{e9}".into()))),
+        ),
+    ]
+}
+
+fn allowed(c: &mut Conn, change: impl Fn(&mut Vec<(String, String)>)) -> Check {
+    let mut fields = c.request("GET");
+    change(&mut fields);
+    let block = c.block(&fields);
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, &block);
+    c.status(1, 200)
 }
 
 /// A GET whose fields `change` makes malformed.

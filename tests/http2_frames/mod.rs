@@ -413,6 +413,23 @@ impl Conn {
         })
     }
 
+    /// A response on `stream` with `status`, one of the static table's (RFC 7541 Appendix A),
+    /// sent as its indexed field.
+    pub fn status(&mut self, stream: u32, status: u16) -> Check {
+        let index = [200, 204, 206, 304, 400, 404, 500]
+            .iter()
+            .position(|&s| s == status)
+            .expect("a status of the static table") as u8
+            + 8;
+        let wish = format!("a HEADERS frame on stream {stream} with :status {status}");
+        self.expect(&wish, false, |f| match f.kind {
+            HEADERS if f.stream == stream => Some(f.payload.first() == Some(&(0x80 | index))),
+            GOAWAY => Some(false),
+            RST_STREAM if f.stream == stream => Some(false),
+            _ => None,
+        })
+    }
+
     /// The end of `stream`: a frame with END_STREAM, or RST_STREAM NO_ERROR.
     pub fn stream_end(&mut self, stream: u32) -> Check {
         let wish = format!("the end of stream {stream}");
