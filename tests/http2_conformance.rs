@@ -12,7 +12,7 @@ mod http2_cases;
 mod http2_frames;
 mod tlskit;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -132,9 +132,20 @@ fn an_invalid_preface_closes_the_connection() {
     let (srv, port) = start_tls(CONFIG, &cert);
 
     let mut tls = tlskit::client(port, "localhost", &cert.der, &[b"h2"]);
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     tls.write_all(INVALID).unwrap();
-    let got = tlskit::read_all(&mut tls);
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    let closed = loop {
+        match tls.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => break !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        }
+    };
     let frames = parse_frames(&got);
+    assert!(closed, "still open after {frames:?}");
     assert!(
         frames
             .iter()
