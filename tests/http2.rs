@@ -274,3 +274,35 @@ fn answers_of_a_batch_of_streams_leave_together() {
         "{writes} writes for 2000 answers of 2 KiB in batches of 20 streams:\n{table}"
     );
 }
+
+/// Connection-specific fields a handler sets are left out of an HTTP/2 response (RFC 9113
+/// §8.2.2) instead of failing the stream (h2 refuses to send them); over HTTP/1.1 `TE` goes
+/// out as set.
+#[test]
+fn connection_specific_response_fields_are_dropped() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}],
+            "routing": [{"prefix": "/", "handler": "text", "text": "kept\n", "headers": [
+              ["TE", "gzip"], ["Connection", "x-extra"], ["Keep-Alive", "timeout=5"],
+              ["Upgrade", "websocket"], ["Proxy-Connection", "close"], ["X-Kept", "1"]]}]}"#,
+    );
+    let (ok, out) = h2c(&srv, "/", &[]);
+    assert!(ok && out.starts_with("HTTP/2 200"), "{out}");
+    assert!(
+        out.contains("x-kept: 1") && out.ends_with("kept\n"),
+        "{out}"
+    );
+    for name in [
+        "te:",
+        "connection:",
+        "keep-alive:",
+        "upgrade:",
+        "proxy-connection:",
+    ] {
+        assert!(
+            !out.lines().any(|l| l.starts_with(name)),
+            "{name} sent: {out}"
+        );
+    }
+    assert_eq!(srv.get("/").header("te"), Some("gzip"));
+}

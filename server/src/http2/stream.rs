@@ -420,7 +420,8 @@ impl AsRef<[u8]> for SharedBody {
     }
 }
 
-/// Headers HTTP/2 forbids or the core sets itself.
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2; h2 refuses to send a response with any of them)
+/// or the core sets itself.
 fn skipped(name: &str) -> bool {
     [
         "content-length",
@@ -430,6 +431,7 @@ fn skipped(name: &str) -> bool {
         "keep-alive",
         "upgrade",
         "proxy-connection",
+        "te",
     ]
     .iter()
     .any(|n| n.eq_ignore_ascii_case(name))

@@ -31,6 +31,9 @@ struct Conf {
     /// Run this handler on the worker pool.
     #[serde(default)]
     worker: bool,
+    /// `text`: response headers to set as they are, unchecked (as a careless handler might).
+    #[serde(default)]
+    headers: Vec<(String, String)>,
 }
 
 struct TestKit {
@@ -121,6 +124,9 @@ impl Handler for Kit {
             }
             "text" => {
                 self.served.incr();
+                for (name, value) in &self.conf.headers {
+                    resp.header(name.clone(), value.clone());
+                }
                 resp.text(self.conf.text.clone());
                 Outcome::Done
             }
