@@ -137,6 +137,17 @@ impl<'a> RouteRun<'a> {
         }
     }
 
+    /// A filterless route whose handler runs on the worker pool.
+    pub fn pooled(at: (usize, usize)) -> Suspended {
+        Suspended {
+            at,
+            key: String::new(),
+            phase: Phase::Handler,
+            unrouted: false,
+            blocked: Blocked::Pool,
+        }
+    }
+
     /// Hand the run over to wait (the filters stay pending).
     pub fn suspend(mut self, at: (usize, usize), blocked: Blocked) -> (Suspended, Option<Routing>) {
         let suspended = Suspended {
