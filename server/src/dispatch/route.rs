@@ -439,7 +439,7 @@ pub fn handler_on_pool<'a>(
     })
 }
 
-/// Run `step` on the worker pool with the exchange moved there and back.
+/// Run `step` on the worker pool on the exchange, which goes there and back.
 async fn on_pool<T: Send + 'static>(
     site: Site<'_>,
     mut ex: Exchange,
@@ -451,14 +451,13 @@ async fn on_pool<T: Send + 'static>(
     };
     let (shared, peer) = (site.shared.clone(), site.peer.clone());
     let (index, info_start) = (site.index, site.info_start);
-    let job = move || {
+    let job = move |ex: &mut Exchange| {
         let route = shared.router.route(index);
-        let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
+        ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
             step(route, req, resp)
-        });
-        (ex, out)
+        })
     };
-    match place.run(job).await {
+    match place.run(ex, job).await {
         Some((ex, out)) => Ran::Done(ex, out),
         None => Ran::Lost,
     }
