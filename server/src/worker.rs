@@ -8,7 +8,8 @@
 //!   the awake thread drains the queue, so a burst of short jobs costs one wake, not one per
 //!   job or per thread. A job that blocks must not hold the others back: while jobs wait, the
 //!   asking network thread looks again every millisecond and wakes one more thread each time
-//!   it finds them still waiting (a pool shared by blocking jobs fills up within a few ms);
+//!   it finds that none was taken meanwhile (a pool shared by blocking jobs fills up within a
+//!   few ms; a pool that is merely slower than the requests is not woken further);
 //! - results come back to the network thread that asked in batches: it is woken once for
 //!   every result that arrived since it last looked.
 //!
@@ -271,8 +272,10 @@ fn submit(job: Arc<dyn Job>) {
 }
 
 /// Send this network thread's jobs to the pool at the end of each turn, and while some wait,
-/// look every [`WATCH_EVERY`] whether they still do (a running job may block): if so, wake
-/// one more pool thread. Started by the thread's first job; lives as long as its runtime.
+/// look every [`WATCH_EVERY`] whether the pool is stuck (see [`Threads::help`]). The timer is
+/// set when jobs start to wait, not for each batch (setting a tokio timer sooner than the
+/// next one wakes the event loop through its eventfd). Started by the thread's first job;
+/// lives as long as its runtime.
 async fn serve_outbox() {
     /// Forgets the waker when the runtime drops the task (a test's runtime, say).
     struct Registered;
@@ -283,7 +286,10 @@ async fn serve_outbox() {
     }
     let _registered = Registered;
     let mut batch = Vec::new();
-    let mut watch: Option<tokio::time::Instant> = None;
+    let watch = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(watch);
+    // Jobs taken from the queue at the last look, while watching.
+    let mut watching: Option<u64> = None;
     loop {
         let sent = std::future::poll_fn(|cx| {
             OUTBOX.with(|o| {
@@ -299,17 +305,20 @@ async fn serve_outbox() {
                 }
             })
         });
-        let deadline = watch.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
             biased;
             () = sent => {
-                threads().submit(&mut batch);
-                watch.get_or_insert_with(|| tokio::time::Instant::now() + WATCH_EVERY);
+                let taken = threads().submit(&mut batch);
+                if watching.is_none() {
+                    watching = Some(taken);
+                    watch.as_mut().reset(tokio::time::Instant::now() + WATCH_EVERY);
+                }
             }
-            () = tokio::time::sleep_until(deadline), if watch.is_some() => {
-                watch = threads()
-                    .help()
-                    .then(|| tokio::time::Instant::now() + WATCH_EVERY);
+            () = &mut watch, if watching.is_some() => {
+                watching = watching.and_then(|seen| threads().help(seen));
+                if watching.is_some() {
+                    watch.as_mut().reset(tokio::time::Instant::now() + WATCH_EVERY);
+                }
             }
         }
     }
@@ -328,6 +337,8 @@ struct Queue {
     idle: usize,
     /// Of those, threads woken that have not taken the lock since.
     woken: usize,
+    /// Jobs taken from the queue so far: whether the pool gets on with its jobs.
+    taken: u64,
     /// Wakes so far (the tests count them).
     wakes: u64,
 }
@@ -358,6 +369,7 @@ fn threads_with(count: usize) -> &'static Threads {
                 // A starting thread looks at the queue before its first wait.
                 idle: 0,
                 woken: 0,
+                taken: 0,
                 wakes: 0,
             }),
             ready: Condvar::new(),
@@ -368,14 +380,16 @@ fn threads_with(count: usize) -> &'static Threads {
 
 impl Threads {
     /// Queue a network thread's batch (emptying `jobs`, whose buffer is kept for the next
-    /// turn); wake a thread only if none is awake to drain the queue.
-    fn submit(&self, jobs: &mut Vec<Arc<dyn Job>>) {
+    /// turn); wake a thread only if none is awake to drain the queue. Gives the jobs taken so
+    /// far (for [`Threads::help`]).
+    fn submit(&self, jobs: &mut Vec<Arc<dyn Job>>) -> u64 {
         let mut q = self.queue.lock().unwrap();
         q.jobs.extend(jobs.drain(..));
         let awake = self.count - q.idle + q.woken;
         if awake == 0 {
             self.wake_one(&mut q);
         }
+        q.taken
     }
 
     /// Queue one job from a thread without an event loop (nobody will watch it): wake a
@@ -388,15 +402,20 @@ impl Threads {
         }
     }
 
-    /// Jobs still wait after a while: the awake threads may be blocked, wake one more.
-    /// Returns whether jobs wait (to look again later).
-    fn help(&self) -> bool {
+    /// A while after `seen` jobs had been taken: if jobs wait and none was taken since, the
+    /// awake threads are blocked in theirs: wake one more (unless one is on its way). Jobs
+    /// that wait while the pool takes them are left to it: on a busy core the woken thread
+    /// may just not have run yet, and waking more would only add switches. Gives the jobs
+    /// taken by now while jobs wait (to look again later).
+    fn help(&self, seen: u64) -> Option<u64> {
         let mut q = self.queue.lock().unwrap();
         if q.jobs.is_empty() {
-            return false;
+            return None;
         }
-        self.wake_one(&mut q);
-        true
+        if stuck(q.taken, seen, q.woken) {
+            self.wake_one(&mut q);
+        }
+        Some(q.taken)
     }
 
     fn wake_one(&self, q: &mut Queue) {
@@ -406,6 +425,12 @@ impl Threads {
             self.ready.notify_one();
         }
     }
+}
+
+/// With jobs waiting: whether the pool is stuck — no job taken since `seen` and no woken
+/// thread on its way.
+fn stuck(taken: u64, seen: u64, woken: usize) -> bool {
+    taken == seen && woken == 0
 }
 
 /// A pool thread: take jobs one at a time while there are any, then wait.
@@ -420,6 +445,7 @@ fn work() {
     let mut q = threads.queue.lock().unwrap();
     loop {
         while let Some(job) = q.jobs.pop_front() {
+            q.taken += 1;
             drop(q);
             job.run();
             q = threads.queue.lock().unwrap();
@@ -546,6 +572,46 @@ mod tests {
             let woken = wakes() - before;
             assert!((1..=3).contains(&woken), "{woken} wakes for one burst");
         });
+    }
+
+    /// Jobs that wait for longer than a watch period while one thread takes them in turn
+    /// wake no helper: the pool is slow, not stuck.
+    #[test]
+    fn jobs_that_wait_while_the_pool_takes_them_wake_no_helper() {
+        let _serial = serial();
+        local_runtime().block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            let pool = WorkerPool::new(1000);
+            run(&pool, || ()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let before = wakes();
+            // 60 jobs of 300 µs: some 18 ms for one thread, the queue never empty meanwhile.
+            let jobs: Vec<_> = (0..60u64)
+                .map(|i| {
+                    pool.reserve().unwrap().run((), move |_| {
+                        std::thread::sleep(Duration::from_micros(300));
+                        i
+                    })
+                })
+                .collect();
+            for job in jobs {
+                job.await.unwrap();
+            }
+            // One wake; a helper only if the machine held the thread back for a whole period.
+            let woken = wakes() - before;
+            assert!(
+                (1..=3).contains(&woken),
+                "{woken} wakes for jobs that progressed"
+            );
+        });
+    }
+
+    #[test]
+    fn the_pool_is_stuck_when_no_job_was_taken_and_nobody_is_on_the_way() {
+        assert!(stuck(5, 5, 0));
+        assert!(!stuck(6, 5, 0), "a job was taken meanwhile");
+        assert!(!stuck(5, 5, 1), "a woken thread has not run yet");
     }
 
     #[test]
