@@ -11,10 +11,12 @@ use clap::Parser;
 use config::{Config, ListenConfig};
 use daemon::DEFAULT_PID_FILE;
 
+mod allocator;
+
 /// mimalloc: per-thread free lists make the per-request allocations (boxed request state,
 /// buffers) cheap and avoid glibc's consolidation passes; measured in bench/.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 /// A small, fast, event-driven HTTP application server with stable-ABI modules.
 #[derive(Parser, Debug, Clone)]

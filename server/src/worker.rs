@@ -8,17 +8,20 @@
 //!   the awake thread drains the queue, so a burst of short jobs costs one wake, not one per
 //!   job or per thread. A job that blocks must not hold the others back: while jobs wait, the
 //!   asking network thread looks again every millisecond and wakes one more thread each time
-//!   it finds them still waiting (a pool shared by blocking jobs fills up within a few ms);
+//!   it finds that none was taken meanwhile (a pool shared by blocking jobs fills up within a
+//!   few ms; a pool that is merely slower than the requests is not woken further);
 //! - results come back to the network thread that asked in batches: it is woken once for
 //!   every result that arrived since it last looked.
 //!
-//! A job and its result share one allocation ([`Task`]), queued to the pool and then handed
-//! back to the asking thread's inbox.
+//! A job, the value it works on and its result share one allocation ([`Task`]), queued to
+//! the pool and then handed back to the asking thread's inbox; the value is worked on where
+//! it lies, and the task's state is an atomic phase rather than a lock.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -68,55 +71,75 @@ impl Drop for Place {
 }
 
 impl Place {
-    /// Run `job` on the pool's threads; its result comes back to this thread. `None`: the
-    /// job panicked (a bug in core code: module panics are caught in the module).
-    pub fn run<R, F>(self, job: F) -> impl Future<Output = Option<R>>
+    /// Run `job` on `value` on the pool's threads; the value and the job's result come back
+    /// to this thread. The value stays in place in the task while the job works on it (a
+    /// request's exchange is not moved for each step of the hop). `None`: the job panicked
+    /// and took the value (a bug in core code: module panics are caught in the module).
+    pub fn run<V, R, F>(self, value: V, job: F) -> impl Future<Output = Option<(V, R)>>
     where
+        V: Send + 'static,
         R: Send + 'static,
-        F: FnOnce() -> R + Send + 'static,
+        F: FnOnce(&mut V) -> R + Send + 'static,
     {
         let task = Arc::new(Task {
-            state: Mutex::new(TaskState {
-                job: Some((job, self)),
-                result: None,
-                waker: None,
-                inbox: Inbox::local(),
-            }),
+            phase: AtomicU8::new(QUEUED),
+            work: UnsafeCell::new(Some((job, self))),
+            value: UnsafeCell::new(Some(value)),
+            result: UnsafeCell::new(None),
+            waker: Mutex::new(None),
+            inbox: UnsafeCell::new(Inbox::local()),
         });
         submit(task.clone());
         std::future::poll_fn(move |cx| task.poll(cx.waker()))
     }
 }
 
-/// A job, then its result, and the future waiting for it.
-struct Task<F, R> {
-    state: Mutex<TaskState<F, R>>,
-}
+/// [`Task::phase`]: queued, then taken by a pool thread, then done (the value and result
+/// are the waiting future's).
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
 
-struct TaskState<F, R> {
+/// A job with the value it works on, then the result, and the future waiting for them.
+///
+/// The cells are owned by one side at a time, as `phase` says: the pool thread that took the
+/// task until it is `DONE`, the waiting future after (it looks only once it saw `DONE`).
+struct Task<V, F, R> {
+    phase: AtomicU8,
     /// Taken by the pool thread that runs it.
-    job: Option<(F, Place)>,
-    /// Set when the job ended: `Some(None)` if it panicked.
-    result: Option<Option<R>>,
-    waker: Option<Waker>,
+    work: UnsafeCell<Option<(F, Place)>>,
+    /// `None` once given back, or if the job panicked.
+    value: UnsafeCell<Option<V>>,
+    result: UnsafeCell<Option<R>>,
+    waker: Mutex<Option<Waker>>,
     /// The asking network thread's inbox (none off a network thread: the waker is woken
-    /// directly).
-    inbox: Option<Arc<Inbox>>,
+    /// directly); taken by the pool thread.
+    inbox: UnsafeCell<Option<Arc<Inbox>>>,
 }
 
-impl<F, R> Task<F, R> {
-    fn poll(&self, waker: &Waker) -> Poll<Option<R>> {
-        let mut state = self.state.lock().unwrap();
-        match state.result.take() {
-            Some(result) => Poll::Ready(result),
-            None => {
-                match &state.waker {
+// SAFETY: the cells are used by one thread at a time (see `Task`), and what they hold is Send.
+unsafe impl<V: Send, F: Send, R: Send> Send for Task<V, F, R> {}
+unsafe impl<V: Send, F: Send, R: Send> Sync for Task<V, F, R> {}
+
+impl<V, F, R> Task<V, F, R> {
+    fn poll(&self, waker: &Waker) -> Poll<Option<(V, R)>> {
+        if self.phase.load(Ordering::Acquire) != DONE {
+            {
+                let mut w = self.waker.lock().unwrap();
+                match &*w {
                     Some(w) if w.will_wake(waker) => {}
-                    _ => state.waker = Some(waker.clone()),
+                    _ => *w = Some(waker.clone()),
                 }
-                Poll::Pending
+            }
+            // Looked again: the job may have ended before the waker was in place.
+            if self.phase.load(Ordering::Acquire) != DONE {
+                return Poll::Pending;
             }
         }
+        // SAFETY: done: the pool thread is finished with the cells; only this future (the
+        // task's one waiter) looks at them now.
+        let (value, result) = unsafe { ((*self.value.get()).take(), (*self.result.get()).take()) };
+        Poll::Ready(value.zip(result))
     }
 }
 
@@ -128,22 +151,33 @@ trait Job: Send + Sync {
     fn wake(&self);
 }
 
-impl<F, R> Job for Task<F, R>
+impl<V, F, R> Job for Task<V, F, R>
 where
-    F: FnOnce() -> R + Send + 'static,
+    V: Send + 'static,
+    F: FnOnce(&mut V) -> R + Send + 'static,
     R: Send + 'static,
 {
     fn run(self: Arc<Self>) {
-        let taken = self.state.lock().unwrap().job.take();
-        let Some((job, place)) = taken else { return };
-        let result = catch_unwind(AssertUnwindSafe(job)).ok();
+        if self.phase.swap(RUNNING, Ordering::AcqRel) != QUEUED {
+            return;
+        }
+        // SAFETY: running: this thread owns the cells until it stores `DONE`.
+        let (work, value) = unsafe { (&mut *self.work.get(), &mut *self.value.get()) };
+        let Some((job, place)) = work.take() else {
+            return;
+        };
+        let Some(v) = value.as_mut() else { return };
+        match catch_unwind(AssertUnwindSafe(|| job(v))) {
+            // SAFETY: as above.
+            Ok(result) => unsafe { *self.result.get() = Some(result) },
+            // The value may be half changed: nobody gets it.
+            Err(_) => *value = None,
+        }
         // The place is free before the waiting request goes on.
         drop(place);
-        let inbox = {
-            let mut state = self.state.lock().unwrap();
-            state.result = Some(result);
-            state.inbox.take()
-        };
+        // SAFETY: as above.
+        let inbox = unsafe { (*self.inbox.get()).take() };
+        self.phase.store(DONE, Ordering::Release);
         match inbox {
             Some(inbox) => inbox.deliver(self),
             None => self.wake(),
@@ -151,7 +185,7 @@ where
     }
 
     fn wake(&self) {
-        let waker = self.state.lock().unwrap().waker.take();
+        let waker = self.waker.lock().unwrap().take();
         if let Some(w) = waker {
             w.wake();
         }
@@ -238,8 +272,10 @@ fn submit(job: Arc<dyn Job>) {
 }
 
 /// Send this network thread's jobs to the pool at the end of each turn, and while some wait,
-/// look every [`WATCH_EVERY`] whether they still do (a running job may block): if so, wake
-/// one more pool thread. Started by the thread's first job; lives as long as its runtime.
+/// look every [`WATCH_EVERY`] whether the pool is stuck (see [`Threads::help`]). The timer is
+/// set when jobs start to wait, not for each batch (setting a tokio timer sooner than the
+/// next one wakes the event loop through its eventfd). Started by the thread's first job;
+/// lives as long as its runtime.
 async fn serve_outbox() {
     /// Forgets the waker when the runtime drops the task (a test's runtime, say).
     struct Registered;
@@ -250,7 +286,10 @@ async fn serve_outbox() {
     }
     let _registered = Registered;
     let mut batch = Vec::new();
-    let mut watch: Option<tokio::time::Instant> = None;
+    let watch = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(watch);
+    // Jobs taken from the queue at the last look, while watching.
+    let mut watching: Option<u64> = None;
     loop {
         let sent = std::future::poll_fn(|cx| {
             OUTBOX.with(|o| {
@@ -266,17 +305,20 @@ async fn serve_outbox() {
                 }
             })
         });
-        let deadline = watch.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
             biased;
             () = sent => {
-                threads().submit(&mut batch);
-                watch.get_or_insert_with(|| tokio::time::Instant::now() + WATCH_EVERY);
+                let taken = threads().submit(&mut batch);
+                if watching.is_none() {
+                    watching = Some(taken);
+                    watch.as_mut().reset(tokio::time::Instant::now() + WATCH_EVERY);
+                }
             }
-            () = tokio::time::sleep_until(deadline), if watch.is_some() => {
-                watch = threads()
-                    .help()
-                    .then(|| tokio::time::Instant::now() + WATCH_EVERY);
+            () = &mut watch, if watching.is_some() => {
+                watching = watching.and_then(|seen| threads().help(seen));
+                if watching.is_some() {
+                    watch.as_mut().reset(tokio::time::Instant::now() + WATCH_EVERY);
+                }
             }
         }
     }
@@ -295,6 +337,8 @@ struct Queue {
     idle: usize,
     /// Of those, threads woken that have not taken the lock since.
     woken: usize,
+    /// Jobs taken from the queue so far: whether the pool gets on with its jobs.
+    taken: u64,
     /// Wakes so far (the tests count them).
     wakes: u64,
 }
@@ -325,6 +369,7 @@ fn threads_with(count: usize) -> &'static Threads {
                 // A starting thread looks at the queue before its first wait.
                 idle: 0,
                 woken: 0,
+                taken: 0,
                 wakes: 0,
             }),
             ready: Condvar::new(),
@@ -335,14 +380,16 @@ fn threads_with(count: usize) -> &'static Threads {
 
 impl Threads {
     /// Queue a network thread's batch (emptying `jobs`, whose buffer is kept for the next
-    /// turn); wake a thread only if none is awake to drain the queue.
-    fn submit(&self, jobs: &mut Vec<Arc<dyn Job>>) {
+    /// turn); wake a thread only if none is awake to drain the queue. Gives the jobs taken so
+    /// far (for [`Threads::help`]).
+    fn submit(&self, jobs: &mut Vec<Arc<dyn Job>>) -> u64 {
         let mut q = self.queue.lock().unwrap();
         q.jobs.extend(jobs.drain(..));
         let awake = self.count - q.idle + q.woken;
         if awake == 0 {
             self.wake_one(&mut q);
         }
+        q.taken
     }
 
     /// Queue one job from a thread without an event loop (nobody will watch it): wake a
@@ -355,15 +402,20 @@ impl Threads {
         }
     }
 
-    /// Jobs still wait after a while: the awake threads may be blocked, wake one more.
-    /// Returns whether jobs wait (to look again later).
-    fn help(&self) -> bool {
+    /// A while after `seen` jobs had been taken: if jobs wait and none was taken since, the
+    /// awake threads are blocked in theirs: wake one more (unless one is on its way). Jobs
+    /// that wait while the pool takes them are left to it: on a busy core the woken thread
+    /// may just not have run yet, and waking more would only add switches. Gives the jobs
+    /// taken by now while jobs wait (to look again later).
+    fn help(&self, seen: u64) -> Option<u64> {
         let mut q = self.queue.lock().unwrap();
         if q.jobs.is_empty() {
-            return false;
+            return None;
         }
-        self.wake_one(&mut q);
-        true
+        if stuck(q.taken, seen, q.woken) {
+            self.wake_one(&mut q);
+        }
+        Some(q.taken)
     }
 
     fn wake_one(&self, q: &mut Queue) {
@@ -373,6 +425,12 @@ impl Threads {
             self.ready.notify_one();
         }
     }
+}
+
+/// With jobs waiting: whether the pool is stuck — no job taken since `seen` and no woken
+/// thread on its way.
+fn stuck(taken: u64, seen: u64, woken: usize) -> bool {
+    taken == seen && woken == 0
 }
 
 /// A pool thread: take jobs one at a time while there are any, then wait.
@@ -387,6 +445,7 @@ fn work() {
     let mut q = threads.queue.lock().unwrap();
     loop {
         while let Some(job) = q.jobs.pop_front() {
+            q.taken += 1;
             drop(q);
             job.run();
             q = threads.queue.lock().unwrap();
@@ -428,7 +487,8 @@ mod tests {
         pool: &WorkerPool,
         job: impl FnOnce() -> R + Send + 'static,
     ) -> Option<R> {
-        pool.reserve().expect("a place").run(job).await
+        let ran = pool.reserve().expect("a place").run((), |_| job()).await;
+        ran.map(|((), r)| r)
     }
 
     #[test]
@@ -439,11 +499,13 @@ mod tests {
             tokio::task::yield_now().await;
             let pool = WorkerPool::new(1000);
             let jobs: Vec<_> = (0..200u64)
-                .map(|i| pool.reserve().unwrap().run(move || i * 2))
+                .map(|i| pool.reserve().unwrap().run(i, |i| *i * 2))
                 .collect();
             let mut sum = 0;
             for job in jobs {
-                sum += job.await.unwrap();
+                let (i, doubled) = job.await.unwrap();
+                assert_eq!(doubled, i * 2);
+                sum += doubled;
             }
             assert_eq!(sum, (0..200u64).map(|i| i * 2).sum::<u64>());
             assert_eq!(pool.in_flight.load(Ordering::SeqCst), 0);
@@ -463,7 +525,7 @@ mod tests {
             let jobs: Vec<_> = (0..4)
                 .map(|_| {
                     let started = started.clone();
-                    pool.reserve().unwrap().run(move || {
+                    pool.reserve().unwrap().run((), move |_| {
                         started.fetch_add(1, Ordering::SeqCst);
                         // Ends once all four run at the same time (or gives up).
                         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -478,7 +540,11 @@ mod tests {
                 })
                 .collect();
             for job in jobs {
-                assert_eq!(job.await, Some(true), "the jobs ran one after another");
+                assert_eq!(
+                    job.await,
+                    Some(((), true)),
+                    "the jobs ran one after another"
+                );
             }
         });
     }
@@ -497,7 +563,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let before = wakes();
             let jobs: Vec<_> = (0..200u64)
-                .map(|i| pool.reserve().unwrap().run(move || i))
+                .map(|i| pool.reserve().unwrap().run((), move |_| i))
                 .collect();
             for job in jobs {
                 job.await.unwrap();
@@ -508,13 +574,53 @@ mod tests {
         });
     }
 
+    /// Jobs that wait for longer than a watch period while one thread takes them in turn
+    /// wake no helper: the pool is slow, not stuck.
+    #[test]
+    fn jobs_that_wait_while_the_pool_takes_them_wake_no_helper() {
+        let _serial = serial();
+        local_runtime().block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            let pool = WorkerPool::new(1000);
+            run(&pool, || ()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let before = wakes();
+            // 60 jobs of 300 µs: some 18 ms for one thread, the queue never empty meanwhile.
+            let jobs: Vec<_> = (0..60u64)
+                .map(|i| {
+                    pool.reserve().unwrap().run((), move |_| {
+                        std::thread::sleep(Duration::from_micros(300));
+                        i
+                    })
+                })
+                .collect();
+            for job in jobs {
+                job.await.unwrap();
+            }
+            // One wake; a helper only if the machine held the thread back for a whole period.
+            let woken = wakes() - before;
+            assert!(
+                (1..=3).contains(&woken),
+                "{woken} wakes for jobs that progressed"
+            );
+        });
+    }
+
+    #[test]
+    fn the_pool_is_stuck_when_no_job_was_taken_and_nobody_is_on_the_way() {
+        assert!(stuck(5, 5, 0));
+        assert!(!stuck(6, 5, 0), "a job was taken meanwhile");
+        assert!(!stuck(5, 5, 1), "a woken thread has not run yet");
+    }
+
     #[test]
     fn a_full_pool_has_no_place_and_a_panic_is_a_failure() {
         let _serial = serial();
         local_runtime().block_on(async {
             let pool = WorkerPool::new(1);
             let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let blocked = pool.reserve().unwrap().run(move || rx.recv().unwrap());
+            let blocked = pool.reserve().unwrap().run(rx, |rx| rx.recv().unwrap());
             assert!(pool.reserve().is_none());
             tx.send(()).unwrap();
             blocked.await.unwrap();
@@ -531,7 +637,7 @@ mod tests {
             drop(
                 pool.reserve()
                     .unwrap()
-                    .run(|| std::thread::sleep(Duration::from_millis(50))),
+                    .run((), |_| std::thread::sleep(Duration::from_millis(50))),
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
             assert_eq!(

@@ -225,6 +225,11 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             crate::stats::count_module(route.stat);
             return Routed::Answered(ex);
         }
+        if route.filters.is_empty() && route.mode == Mode::Worker {
+            // Straight to the pool: no request view is built on this thread.
+            let run = RouteRun::pooled(at);
+            return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+        }
         let mut run = RouteRun::new(site, &mut ex, None);
         match run.advance(site, &mut ex) {
             Advanced::Answered => {

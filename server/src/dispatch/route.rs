@@ -137,6 +137,17 @@ impl<'a> RouteRun<'a> {
         }
     }
 
+    /// A filterless route whose handler runs on the worker pool.
+    pub fn pooled(at: (usize, usize)) -> Suspended {
+        Suspended {
+            at,
+            key: String::new(),
+            phase: Phase::Handler,
+            unrouted: false,
+            blocked: Blocked::Pool,
+        }
+    }
+
     /// Hand the run over to wait (the filters stay pending).
     pub fn suspend(mut self, at: (usize, usize), blocked: Blocked) -> (Suspended, Option<Routing>) {
         let suspended = Suspended {
@@ -428,7 +439,7 @@ pub fn handler_on_pool<'a>(
     })
 }
 
-/// Run `step` on the worker pool with the exchange moved there and back.
+/// Run `step` on the worker pool on the exchange, which goes there and back.
 async fn on_pool<T: Send + 'static>(
     site: Site<'_>,
     mut ex: Exchange,
@@ -440,14 +451,13 @@ async fn on_pool<T: Send + 'static>(
     };
     let (shared, peer) = (site.shared.clone(), site.peer.clone());
     let (index, info_start) = (site.index, site.info_start);
-    let job = move || {
+    let job = move |ex: &mut Exchange| {
         let route = shared.router.route(index);
-        let out = ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
+        ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
             step(route, req, resp)
-        });
-        (ex, out)
+        })
     };
-    match place.run(job).await {
+    match place.run(ex, job).await {
         Some((ex, out)) => Ran::Done(ex, out),
         None => Ran::Lost,
     }
