@@ -51,13 +51,17 @@ thread_local! {
     static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
-/// The most recently used live connection to `server`.
-pub fn take(server: &Arc<ServerState>, max_idle: Duration) -> Option<Conn> {
+/// The most recently used live connection to `server`. `replayable`: the request can go again
+/// on a fresh connection if this one turns out closed, so the reactor's word that nothing
+/// arrived on it is enough (no system call); otherwise the socket itself is asked.
+pub fn take(server: &Arc<ServerState>, max_idle: Duration, replayable: bool) -> Option<Conn> {
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
         let list = pools.list(server);
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < max_idle && still_open(&c.stream) {
+            if c.since.elapsed() < max_idle
+                && ((replayable && c.stream.quiet()) || still_open(&c.stream))
+            {
                 return Some(c.stream);
             }
         }

@@ -187,7 +187,8 @@ async fn attempt(
 ) -> Result<Response, Fail> {
     let guard = ActiveGuard::new(server.clone());
     let began = std::time::Instant::now();
-    if let Some(stream) = pool::take(server, backend.keepalive_timeout) {
+    let resendable = safe && replayable(streamed);
+    if let Some(stream) = pool::take(server, backend.keepalive_timeout, resendable) {
         match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => {
                 server.record_response(began.elapsed());
