@@ -23,6 +23,17 @@ impl Conn {
         }
     }
 
+    /// Nothing arrived since the last read drained the socket, as far as the reactor knows:
+    /// no data, no end of stream, no error (a close it has not polled yet is missed, so
+    /// only for requests that can be sent again). Plain TCP only, and without a system call.
+    pub fn quiet(&self) -> bool {
+        let Conn::Plain(s) = self else {
+            return false;
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        s.poll_read_ready(&mut cx).is_pending()
+    }
+
     /// Read into `buf`'s spare capacity (at least 1 byte of it); `Ok(0)` at the end of stream.
     pub fn poll_read_buf(
         &mut self,
@@ -87,5 +98,44 @@ impl AsyncWrite for Conn {
             Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Waits until `conn.quiet()` is `want`, letting the reactor run between looks.
+    async fn settles(conn: &Conn, want: bool) -> bool {
+        for _ in 0..500 {
+            if conn.quiet() == want {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn quiet_until_the_peer_sends_or_closes() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (mut peer, _) = accepted.unwrap();
+        let mut conn = Conn::Plain(client.unwrap());
+        assert!(settles(&conn, true).await, "a fresh connection is quiet");
+        // Bytes arrive: not quiet; once they are read to the end of what came, quiet again.
+        peer.write_all(b"x").await.unwrap();
+        assert!(settles(&conn, false).await, "stray bytes are seen");
+        // (A read that fills less than the buffer drained the socket: the exchange reads so.)
+        let mut buf = Vec::with_capacity(64);
+        conn.read_buf(&mut buf).await.unwrap();
+        assert!(conn.quiet(), "a read that drained the socket clears it");
+        // The peer closes: not quiet.
+        drop(peer);
+        assert!(settles(&conn, false).await, "a close is seen");
+        // TLS connections are never called quiet (their check is the socket's own).
     }
 }

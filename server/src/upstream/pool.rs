@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -19,10 +20,31 @@ struct ServerPool {
     idle: Vec<Idle>,
 }
 
+/// Hashes a server's key (a counter: unique, so one multiplication spreads it well) instead
+/// of running SipHash on it for every proxied request.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// A thread's idle connections by server (`ServerState::key`).
 #[derive(Default)]
 struct Pools {
-    by_server: HashMap<u64, ServerPool>,
+    by_server: HashMap<u64, ServerPool, BuildHasherDefault<KeyHasher>>,
     /// `servers_gone()` when the pools were last purged of servers that are gone.
     gone_seen: u64,
 }
@@ -51,13 +73,17 @@ thread_local! {
     static IDLE: RefCell<Pools> = RefCell::new(Pools::default());
 }
 
-/// The most recently used live connection to `server`.
-pub fn take(server: &Arc<ServerState>, max_idle: Duration) -> Option<Conn> {
+/// The most recently used live connection to `server`. `replayable`: the request can go again
+/// on a fresh connection if this one turns out closed, so the reactor's word that nothing
+/// arrived on it is enough (no system call); otherwise the socket itself is asked.
+pub fn take(server: &Arc<ServerState>, max_idle: Duration, replayable: bool) -> Option<Conn> {
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
         let list = pools.list(server);
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < max_idle && still_open(&c.stream) {
+            if c.since.elapsed() < max_idle
+                && ((replayable && c.stream.quiet()) || still_open(&c.stream))
+            {
                 return Some(c.stream);
             }
         }

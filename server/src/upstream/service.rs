@@ -13,7 +13,7 @@ use super::conn::Conn;
 use super::send_body::{BodyFail, StreamedBody};
 use super::state::{ActiveGuard, ServerState};
 use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
-use super::{pool, Backend};
+use super::{head_buf, pool, Backend};
 
 /// Why an attempt failed.
 #[derive(Debug)]
@@ -187,7 +187,8 @@ async fn attempt(
 ) -> Result<Response, Fail> {
     let guard = ActiveGuard::new(server.clone());
     let began = std::time::Instant::now();
-    if let Some(stream) = pool::take(server, backend.keepalive_timeout) {
+    let resendable = safe && replayable(streamed);
+    if let Some(stream) = pool::take(server, backend.keepalive_timeout, resendable) {
         match exchange(backend, stream, req, streamed, &server.name).await {
             Ok(x) => {
                 server.record_response(began.elapsed());
@@ -265,7 +266,7 @@ async fn exchange(
     tokio::time::timeout(backend.send_timeout, send)
         .await
         .map_err(|_| Fail::SendTimeout)??;
-    let mut buf = Vec::with_capacity(8 * 1024);
+    let mut buf = head_buf::take();
     let mut got_bytes = false;
     if let Some(body) = streamed {
         // Read from the client only now, so that `100 Continue` goes out once the upstream
@@ -430,12 +431,13 @@ fn respond(
     }
     drop(guard);
     if body_len > 0 {
-        resp.body = osprey_sdk::Body::Bytes(rest.into());
+        resp.body = osprey_sdk::Body::Bytes(rest[..body_len].to_vec().into());
     } else if req.head_request {
         if let Some(n) = head.declared_len {
             resp.body_stream(LengthOnly(n));
         }
     }
+    head_buf::give(rest);
     resp
 }
 
