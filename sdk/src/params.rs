@@ -115,15 +115,16 @@ fn form_decode(text: &str, at: usize) -> Result<String, DecodeError> {
 }
 
 /// Split one `Cookie` header into (name, value) pairs; quotes around a value are removed.
+/// (The spaces around pairs are ASCII, RFC 6265 5.4: trimmed bytewise, on every request.)
 pub fn cookies(header: &str) -> impl Iterator<Item = (&str, &str)> {
     header.split(';').filter_map(|pair| {
         let (name, value) = pair.split_once('=')?;
-        let value = value.trim();
+        let value = value.trim_ascii();
         let value = value
             .strip_prefix('"')
             .and_then(|v| v.strip_suffix('"'))
             .unwrap_or(value);
-        Some((name.trim(), value))
+        Some((name.trim_ascii(), value))
     })
 }
 

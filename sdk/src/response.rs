@@ -243,8 +243,11 @@ impl Response {
 
     /// Remove every header of this name.
     pub fn remove_header(&mut self, name: &str) -> &mut Self {
-        self.headers
-            .retain(|h| !h.name.as_str().eq_ignore_ascii_case(name));
+        let named = |h: &HeaderPair| h.name.as_str().eq_ignore_ascii_case(name);
+        // Usually there is none (`set_header` of a new name): `retain` would still rebuild.
+        if self.headers.iter().any(named) {
+            self.headers.retain(|h| !named(h));
+        }
         self
     }
 

@@ -3,6 +3,9 @@
 //! `OPTIONS` is answered here (204) without running the handler. A disallowed origin gets
 //! no CORS headers, never an error.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use osprey_sdk::fields::{add_vary, is_token, static_text};
 use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step};
 
@@ -23,6 +26,8 @@ struct Conf {
 
 /// Header values are fixed at configuration time: answers carry them without a copy.
 pub struct Cors {
+    /// Names this filter in the per-thread memo of [`Cors::allowed_origin`].
+    id: u64,
     hosts: Vec<String>,
     credentials: bool,
     max_age: Option<&'static str>,
@@ -60,7 +65,9 @@ impl Cors {
             None => None,
         };
         let expose = list("expose_headers", &conf.expose_headers)?;
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Ok(Cors {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             hosts: conf
                 .allow_hosts
                 .iter()
@@ -74,14 +81,26 @@ impl Cors {
         })
     }
 
-    /// The request's `Origin` if it is allowed.
+    /// The request's `Origin` if it is allowed. The answer for the last origin is kept per
+    /// thread: `cache_key` and `after` of a request ask about the same one, and so do a
+    /// client's requests in a row.
     fn allowed_origin<'r>(&self, req: &Request<'r>) -> Option<&'r str> {
+        thread_local!(static LAST: RefCell<(u64, String, bool)> = const { RefCell::new((u64::MAX, String::new(), false)) });
         let origin = req.header("origin")?;
-        let host = origin_host(origin)?;
-        self.hosts
-            .iter()
-            .any(|p| host_matches(p, host))
-            .then_some(origin)
+        let allowed = LAST.with_borrow_mut(|(id, last, allowed)| {
+            if *id != self.id || last != origin {
+                *allowed = self.allows(origin);
+                *id = self.id;
+                last.clear();
+                last.push_str(origin);
+            }
+            *allowed
+        });
+        allowed.then_some(origin)
+    }
+
+    fn allows(&self, origin: &str) -> bool {
+        origin_host(origin).is_some_and(|host| self.hosts.iter().any(|p| host_matches(p, host)))
     }
 
     /// The headers every answer to an allowed origin carries.
@@ -138,18 +157,26 @@ impl Filter for Cors {
 }
 
 /// The host of an `Origin` (`scheme://host[:port]`), port removed. `null` and anything
-/// else malformed has none. (Byte scans: this runs on every request.)
+/// else malformed has none. (One pass over the bytes: this runs on every request.)
 fn origin_host(origin: &str) -> Option<&str> {
     let colon = origin.bytes().position(|b| b == b':')?;
     let rest = origin[colon..].strip_prefix("://")?;
-    if colon == 0 || rest.is_empty() || rest.bytes().any(|b| b"/?#@".contains(&b)) {
-        return None;
+    let bracketed = rest.starts_with('[');
+    let mut end = None;
+    for (i, b) in rest.bytes().enumerate() {
+        match b {
+            b'/' | b'?' | b'#' | b'@' => return None,
+            b']' if bracketed && end.is_none() => end = Some(i + 1),
+            b':' if !bracketed && end.is_none() => end = Some(i),
+            _ => {}
+        }
     }
-    let end = match rest.as_bytes()[0] {
-        b'[' => rest.bytes().position(|b| b == b']')? + 1,
-        _ => rest.bytes().position(|b| b == b':').unwrap_or(rest.len()),
+    let end = match end {
+        Some(end) => end,
+        None if !bracketed => rest.len(),
+        None => return None,
     };
-    (end > 0).then(|| &rest[..end])
+    (colon > 0 && end > 0).then(|| &rest[..end])
 }
 
 /// `*`, `example.com` (exactly), `.example.com` (it and its subdomains); case-insensitive.
@@ -200,6 +227,26 @@ mod tests {
         assert!(!host_matches(".example.com", "badexample.com"));
         assert!(!host_matches("example.com", "a.example.com"));
         assert!(host_matches("*", "anything"));
+    }
+
+    #[test]
+    fn the_kept_answer_is_per_filter_and_origin() {
+        let a = Cors::new(r#"{"allow_hosts": ["a.com"]}"#).unwrap();
+        let b = Cors::new(r#"{"allow_hosts": ["b.com"]}"#).unwrap();
+        let ask = |f: &Cors, origin: &str| {
+            osprey_sdk::testing::TestRequest::get("/")
+                .header("Origin", origin)
+                .with_view(|r| f.allowed_origin(r).map(str::to_owned))
+        };
+        assert_eq!(ask(&a, "https://a.com").as_deref(), Some("https://a.com"));
+        assert_eq!(ask(&b, "https://a.com"), None);
+        assert_eq!(ask(&b, "https://a.com"), None);
+        assert_eq!(ask(&a, "https://b.com"), None);
+        assert_eq!(ask(&b, "https://b.com").as_deref(), Some("https://b.com"));
+        assert_eq!(
+            ask(&a, "https://a.com:8443").as_deref(),
+            Some("https://a.com:8443")
+        );
     }
 
     #[test]
