@@ -201,12 +201,8 @@ impl<I: Io> Conn<I> {
             let unread = !(flight.client_close && self.buf.is_empty());
             return State::Closing(if unread { Close::Linger } else { Close::Now });
         }
-        // The answer is complete once flushed: the connection waits from here on.
-        self.stats.set(if self.buf.is_empty() {
-            Activity::Idle
-        } else {
-            Activity::Reading
-        });
+        // The gauges move when the connection waits (`wait_for_head`), not between the
+        // pipelined requests it answers without waiting.
         State::Idle
     }
 

@@ -36,7 +36,17 @@ fn core_managed(name: &str) -> bool {
 pub fn invalid_header(h: &HeaderPair) -> bool {
     h.name.is_empty()
         || !h.name.bytes().all(|b| TOKEN[b as usize])
-        || memchr::memchr3(b'\r', b'\n', 0, h.value.as_bytes()).is_some()
+        || breaks_line(h.value.as_bytes())
+}
+
+/// Whether a header value holds CR, LF or NUL. Most values are short, and a loop over a few
+/// dozen bytes costs less than a `memchr3` call.
+fn breaks_line(value: &[u8]) -> bool {
+    if value.len() < 64 {
+        value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+    } else {
+        memchr::memchr3(b'\r', b'\n', 0, value).is_some()
+    }
 }
 
 /// The bytes of an RFC 9110 token (header names).
@@ -168,6 +178,19 @@ mod tests {
         assert!(invalid_header(&pair("X", "a\r\nSet-Cookie: x")));
         assert!(invalid_header(&pair("Bad Name", "v")));
         assert!(!invalid_header(&pair("X-Ok", "fine value")));
+    }
+
+    #[test]
+    fn finds_line_breaks_in_short_and_long_values() {
+        for len in [1, 63, 64, 200] {
+            let clean = "v".repeat(len);
+            assert!(!breaks_line(clean.as_bytes()), "{len}");
+            for bad in [b'\r', b'\n', 0] {
+                let mut v = clean.clone().into_bytes();
+                v[len - 1] = bad;
+                assert!(breaks_line(&v), "{len} {bad}");
+            }
+        }
     }
 
     #[test]
