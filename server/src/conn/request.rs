@@ -115,7 +115,7 @@ impl<I: Io> Conn<I> {
         let served = self.stats.count_served();
         let flight = Flight {
             minor: head.minor,
-            is_head: head.method(&self.buf) == "HEAD",
+            is_head: head.method.get(&self.buf) == b"HEAD",
             keep_alive: head.keep_alive
                 && u64::from(served) < self.shared.config.limits.max_requests_per_connection
                 && !super::wait::stopping(),
@@ -191,9 +191,17 @@ impl<I: Io> Conn<I> {
         });
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
-        // Keep pipelined bytes that follow this request.
+        // Keep pipelined bytes that follow this request (in place while it stays open).
         let used = flight.used.min(self.buf.len());
-        self.buf.drain(..used);
+        if used == self.buf.len() {
+            self.buf.clear();
+            self.spent = 0;
+        } else if sent.keep_alive && sent.upgrade.is_none() {
+            self.spent = used as u32;
+        } else {
+            self.buf.drain(..used);
+            self.spent = 0;
+        }
         if let Some(tunnel) = sent.upgrade {
             return State::Tunnel(Box::new(tunnel));
         }

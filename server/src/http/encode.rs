@@ -75,16 +75,21 @@ pub fn write_head(
     framing: ResponseFraming,
     keep_alive: bool,
 ) {
-    out.extend_from_slice(if minor == 0 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
     let mut num = itoa::Buffer::new();
-    out.extend_from_slice(num.format(status).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status::reason(status).as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
+    if minor == 1 && status == 200 {
+        // The usual status line, whole: no number to format, no reason to look up.
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nDate: ");
+    } else {
+        out.extend_from_slice(if minor == 0 {
+            b"HTTP/1.0 "
+        } else {
+            b"HTTP/1.1 "
+        });
+        out.extend_from_slice(num.format(status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status::reason(status).as_bytes());
+        out.extend_from_slice(b"\r\nDate: ");
+    }
     date::with_date(|d| out.extend_from_slice(d));
     let mut has_server = false;
     for h in headers {
@@ -168,9 +173,9 @@ mod tests {
         assert!(text.contains("Connection: close"));
         let mut out = Vec::new();
         write_head(&mut out, 0, 200, &[], ResponseFraming::Length(0), true);
-        assert!(String::from_utf8(out)
-            .unwrap()
-            .contains("Connection: keep-alive"));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.0 200 OK\r\nDate: "), "{text}");
+        assert!(text.contains("Connection: keep-alive"));
     }
 
     #[test]

@@ -135,19 +135,31 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
 /// Parse a request head from the start of `buf` into `head` (reused: a head is large, and is
 /// neither moved nor zeroed per request). `Ok(false)`: not complete yet.
 pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, HttpError> {
+    parse_from(buf, 0, limits, head)
+}
+
+/// [`parse_into`] for the head that starts at byte `from` of `buf` (the bytes before it are
+/// pipelined requests already answered): its spans and `len` count from the start of `buf`.
+pub fn parse_from(
+    buf: &[u8],
+    from: usize,
+    limits: &Limits,
+    head: &mut Head,
+) -> Result<bool, HttpError> {
+    let rest = &buf[from..];
     // RFC 9112 2.2: ignore empty lines before the request line.
-    let skip = buf
+    let skip = rest
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
+        .unwrap_or(rest.len());
     let max_headers = limits.max_headers.min(MAX_HEADERS);
     let mut raw = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
-    let data = &buf[skip..];
+    let data = &rest[skip..];
     let len = match req.parse_with_uninit_headers(data, &mut raw[..max_headers]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            check_partial_size(buf, data, limits)?;
+            check_partial_size(rest, data, limits)?;
             return Ok(false);
         }
         Err(e) => return Err(super::diagnose::explain(data, e, limits.max_request_line)),
@@ -162,7 +174,7 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
     let minor = req.version.unwrap_or(1);
-    head.len = skip + len;
+    head.len = from + skip + len;
     head.method = Span::of(buf, method.as_bytes());
     head.uri = Span::default();
     head.path = Span::default();
@@ -457,6 +469,21 @@ mod tests {
         assert_eq!(parse(long.as_bytes(), &limits).unwrap_err().status, 414);
         let short = "GET /a HTTP/1.1\r\nHost: a.example.org\r\n\r\n";
         assert!(parse(short.as_bytes(), &limits).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_pipelined_head_is_parsed_in_place() {
+        let raw = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n\r\nGET /b?q HTTP/1.1\r\nHost: B\r\n\r\n";
+        let buf = raw.as_bytes();
+        let first = ok(raw);
+        let mut head = Head::default();
+        assert!(parse_from(buf, first.len, &limits(), &mut head).unwrap());
+        assert_eq!(head.path(buf), "/b");
+        assert_eq!(head.query.str(buf), "q");
+        assert_eq!(head.host(buf), "b");
+        assert_eq!(head.len, raw.len());
+        let partial = &buf[..raw.len() - 2];
+        assert!(!parse_from(partial, first.len, &limits(), &mut head).unwrap());
     }
 
     #[test]
