@@ -28,12 +28,14 @@ impl Span {
         }
     }
 
+    #[inline]
     pub fn get<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         &buf[self.start as usize..self.end as usize]
     }
 
     /// The text of this span. Only for the spans the parser made from text (method, target,
     /// path, query, host, header names), read from the buffer they were parsed from.
+    #[inline]
     pub fn str<'b>(&self, buf: &'b [u8]) -> &'b str {
         let bytes = self.get(buf);
         if bytes.is_ascii() {
@@ -87,10 +89,12 @@ pub struct Head {
 }
 
 impl Head {
+    #[inline]
     pub fn method<'b>(&self, buf: &'b [u8]) -> &'b str {
         self.method.str(buf)
     }
 
+    #[inline]
     pub fn host<'b>(&'b self, buf: &'b [u8]) -> &'b str {
         self.host_lower
             .as_deref()
@@ -98,6 +102,7 @@ impl Head {
     }
 
     /// The path, `/` for an absolute-form target with an empty path.
+    #[inline]
     pub fn path<'b>(&self, buf: &'b [u8]) -> &'b str {
         if self.path.is_empty() {
             "/"
