@@ -209,8 +209,12 @@ impl<I: Io> Conn<I> {
             let unread = !(flight.client_close && self.buf.is_empty());
             return State::Closing(if unread { Close::Linger } else { Close::Now });
         }
-        // The gauges move when the connection waits (`wait_for_head`), not between the
-        // pipelined requests it answers without waiting.
+        // Idle once this answer is out (counted before it is, so that a client holding the
+        // answer never sees the connection as writing); between pipelined requests the
+        // gauge stays put, and moves if the connection waits (`wait_for_head`).
+        if self.buf.is_empty() {
+            self.stats.set(Activity::Idle);
+        }
         State::Idle
     }
 
