@@ -158,6 +158,41 @@ fn pipelined_requests_answer_in_order() {
     assert!(responses[20].text().contains("body=body"));
 }
 
+/// Answered pipelined requests stay in the read buffer until the connection waits: what
+/// follows them (a chunked body, a head cut between two writes) is read where it is.
+#[test]
+fn requests_after_answered_pipelined_ones_are_read_in_place() {
+    let srv = server();
+    let mut s = srv.connect();
+    let mut batch = Vec::new();
+    for i in 0..3 {
+        batch.extend_from_slice(format!("GET /echo/{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+    }
+    batch.extend_from_slice(
+        b"POST /echo/chunked HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+          3\r\nabc\r\n0\r\n\r\n",
+    );
+    batch.extend_from_slice(b"GET /echo/4 HTTP/1.1\r\nHost: a\r\n\r\nGET /echo/cut HTT");
+    s.write_all(&batch).unwrap();
+    let first = read_responses(&mut s, 5, false);
+    s.write_all(b"P/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let last = read_responses(&mut s, 1, false);
+    for (i, r) in first.iter().enumerate().filter(|&(i, _)| i != 3) {
+        let n = if i == 4 { 4 } else { i };
+        assert!(
+            r.text().contains(&format!("path=/echo/{n}\n")),
+            "{i}: {}",
+            r.text()
+        );
+    }
+    assert!(first[3].text().contains("body=abc"), "{}", first[3].text());
+    assert!(
+        last[0].text().contains("path=/echo/cut\n"),
+        "{}",
+        last[0].text()
+    );
+}
+
 /// More answers than the socket buffers hold: the connection stops to write (its pending
 /// pipelined output past 64 KiB, then a socket that takes no more) and goes on where it was.
 #[test]

@@ -62,6 +62,9 @@ pub struct Conn<I> {
     state: State,
     /// Bytes read and not yet consumed (released while idle: the buffer is back in the pool).
     buf: Buffer,
+    /// Bytes at the start of `buf` that answered pipelined requests used: dropped together
+    /// when the connection next waits, rather than moving the rest after each request.
+    spent: u32,
     /// Response bytes not yet written.
     out: Buffer,
     stats: ConnStats,
@@ -84,6 +87,7 @@ impl<I: Io> Conn<I> {
             shared,
             state: State::Idle,
             buf: Buffer::default(),
+            spent: 0,
             out: Buffer::default(),
             stats,
             deadline: Deadline::new(),
@@ -177,6 +181,7 @@ impl<I: Io> Conn<I> {
             shared: self.shared,
             state: self.state,
             buf: self.buf,
+            spent: self.spent,
             out: self.out,
             stats: self.stats,
             deadline: self.deadline,

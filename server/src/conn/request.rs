@@ -115,7 +115,7 @@ impl<I: Io> Conn<I> {
         let served = self.stats.count_served();
         let flight = Flight {
             minor: head.minor,
-            is_head: head.method(&self.buf) == "HEAD",
+            is_head: head.method.get(&self.buf) == b"HEAD",
             keep_alive: head.keep_alive
                 && u64::from(served) < self.shared.config.limits.max_requests_per_connection
                 && !super::wait::stopping(),
@@ -191,9 +191,17 @@ impl<I: Io> Conn<I> {
         });
         pool::give_response(ex.resp);
         pool::give_head(ex.head);
-        // Keep pipelined bytes that follow this request.
+        // Keep pipelined bytes that follow this request (in place while it stays open).
         let used = flight.used.min(self.buf.len());
-        self.buf.drain(..used);
+        if used == self.buf.len() {
+            self.buf.clear();
+            self.spent = 0;
+        } else if sent.keep_alive && sent.upgrade.is_none() {
+            self.spent = used as u32;
+        } else {
+            self.buf.drain(..used);
+            self.spent = 0;
+        }
         if let Some(tunnel) = sent.upgrade {
             return State::Tunnel(Box::new(tunnel));
         }
@@ -201,12 +209,12 @@ impl<I: Io> Conn<I> {
             let unread = !(flight.client_close && self.buf.is_empty());
             return State::Closing(if unread { Close::Linger } else { Close::Now });
         }
-        // The answer is complete once flushed: the connection waits from here on.
-        self.stats.set(if self.buf.is_empty() {
-            Activity::Idle
-        } else {
-            Activity::Reading
-        });
+        // Idle once this answer is out (counted before it is, so that a client holding the
+        // answer never sees the connection as writing); between pipelined requests the
+        // gauge stays put, and moves if the connection waits (`wait_for_head`).
+        if self.buf.is_empty() {
+            self.stats.set(Activity::Idle);
+        }
         State::Idle
     }
 

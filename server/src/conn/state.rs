@@ -9,7 +9,7 @@ use super::streamed::Streamed;
 use super::wait::Waiting;
 use super::{is_h2_preface, Conn, Io};
 use crate::dispatch::{BodyLoc, Exchange, Unfinished};
-use crate::http::parse::{parse_into, BodyFraming, Head, Span};
+use crate::http::parse::{parse_from, BodyFraming, Head, Span};
 use crate::http::HttpError;
 use crate::stats::Activity;
 
@@ -132,7 +132,8 @@ impl<I: Io> Conn<I> {
     /// A complete head from the buffer, `None` when more bytes are needed, else the state
     /// an error or the HTTP/2 preface leads to.
     fn parse_head(&mut self) -> Result<Option<Box<Head>>, State> {
-        if self.buf.is_empty() {
+        let from = self.spent as usize;
+        if self.buf.len() == from {
             return Ok(None);
         }
         let detect =
@@ -142,7 +143,7 @@ impl<I: Io> Conn<I> {
             return Err(State::Http2);
         }
         let mut head = pool::take_head();
-        match parse_into(&self.buf, &self.shared.config.limits, &mut head) {
+        match parse_from(&self.buf, from, &self.shared.config.limits, &mut head) {
             Ok(true) => {
                 self.deadline.disarm();
                 Ok(Some(head))
@@ -173,6 +174,7 @@ impl<I: Io> Conn<I> {
     /// Before waiting for (more of) a head: write what earlier requests produced, give the
     /// buffers back when nothing is buffered, and arm the deadline.
     fn wait_for_head(&mut self) -> Wait {
+        self.drop_spent();
         if !self.out.is_empty() {
             match self.flush_now(false) {
                 Ok(true) => {}
@@ -207,6 +209,15 @@ impl<I: Io> Conn<I> {
             self.state = State::Head;
         }
         Wait::Read
+    }
+
+    /// Drop the bytes of the pipelined requests answered since the connection last waited.
+    fn drop_spent(&mut self) {
+        if self.spent > 0 {
+            let spent = (self.spent as usize).min(self.buf.len());
+            self.buf.drain(..spent);
+            self.spent = 0;
+        }
     }
 
     /// The client asked to close and everything is answered: write the last bytes and

@@ -36,7 +36,17 @@ fn core_managed(name: &str) -> bool {
 pub fn invalid_header(h: &HeaderPair) -> bool {
     h.name.is_empty()
         || !h.name.bytes().all(|b| TOKEN[b as usize])
-        || memchr::memchr3(b'\r', b'\n', 0, h.value.as_bytes()).is_some()
+        || breaks_line(h.value.as_bytes())
+}
+
+/// Whether a header value holds CR, LF or NUL. Most values are short, and a loop over a few
+/// dozen bytes costs less than a `memchr3` call.
+fn breaks_line(value: &[u8]) -> bool {
+    if value.len() < 64 {
+        value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+    } else {
+        memchr::memchr3(b'\r', b'\n', 0, value).is_some()
+    }
 }
 
 /// The bytes of an RFC 9110 token (header names).
@@ -65,16 +75,21 @@ pub fn write_head(
     framing: ResponseFraming,
     keep_alive: bool,
 ) {
-    out.extend_from_slice(if minor == 0 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
     let mut num = itoa::Buffer::new();
-    out.extend_from_slice(num.format(status).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status::reason(status).as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
+    if minor == 1 && status == 200 {
+        // The usual status line, whole: no number to format, no reason to look up.
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nDate: ");
+    } else {
+        out.extend_from_slice(if minor == 0 {
+            b"HTTP/1.0 "
+        } else {
+            b"HTTP/1.1 "
+        });
+        out.extend_from_slice(num.format(status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status::reason(status).as_bytes());
+        out.extend_from_slice(b"\r\nDate: ");
+    }
     date::with_date(|d| out.extend_from_slice(d));
     let mut has_server = false;
     for h in headers {
@@ -158,9 +173,9 @@ mod tests {
         assert!(text.contains("Connection: close"));
         let mut out = Vec::new();
         write_head(&mut out, 0, 200, &[], ResponseFraming::Length(0), true);
-        assert!(String::from_utf8(out)
-            .unwrap()
-            .contains("Connection: keep-alive"));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.0 200 OK\r\nDate: "), "{text}");
+        assert!(text.contains("Connection: keep-alive"));
     }
 
     #[test]
@@ -168,6 +183,19 @@ mod tests {
         assert!(invalid_header(&pair("X", "a\r\nSet-Cookie: x")));
         assert!(invalid_header(&pair("Bad Name", "v")));
         assert!(!invalid_header(&pair("X-Ok", "fine value")));
+    }
+
+    #[test]
+    fn finds_line_breaks_in_short_and_long_values() {
+        for len in [1, 63, 64, 200] {
+            let clean = "v".repeat(len);
+            assert!(!breaks_line(clean.as_bytes()), "{len}");
+            for bad in [b'\r', b'\n', 0] {
+                let mut v = clean.clone().into_bytes();
+                v[len - 1] = bad;
+                assert!(breaks_line(&v), "{len} {bad}");
+            }
+        }
     }
 
     #[test]

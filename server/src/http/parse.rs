@@ -6,7 +6,7 @@
 
 use arrayvec::ArrayVec;
 
-use super::{bad, HttpError};
+use super::{bad, find_byte, HttpError};
 use crate::config::Limits;
 
 /// Most headers a request may carry, whatever the configuration says.
@@ -28,12 +28,14 @@ impl Span {
         }
     }
 
+    #[inline]
     pub fn get<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         &buf[self.start as usize..self.end as usize]
     }
 
     /// The text of this span. Only for the spans the parser made from text (method, target,
     /// path, query, host, header names), read from the buffer they were parsed from.
+    #[inline]
     pub fn str<'b>(&self, buf: &'b [u8]) -> &'b str {
         let bytes = self.get(buf);
         if bytes.is_ascii() {
@@ -87,10 +89,12 @@ pub struct Head {
 }
 
 impl Head {
+    #[inline]
     pub fn method<'b>(&self, buf: &'b [u8]) -> &'b str {
         self.method.str(buf)
     }
 
+    #[inline]
     pub fn host<'b>(&'b self, buf: &'b [u8]) -> &'b str {
         self.host_lower
             .as_deref()
@@ -98,6 +102,7 @@ impl Head {
     }
 
     /// The path, `/` for an absolute-form target with an empty path.
+    #[inline]
     pub fn path<'b>(&self, buf: &'b [u8]) -> &'b str {
         if self.path.is_empty() {
             "/"
@@ -135,31 +140,46 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HttpError> {
 /// Parse a request head from the start of `buf` into `head` (reused: a head is large, and is
 /// neither moved nor zeroed per request). `Ok(false)`: not complete yet.
 pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, HttpError> {
+    parse_from(buf, 0, limits, head)
+}
+
+/// [`parse_into`] for the head that starts at byte `from` of `buf` (the bytes before it are
+/// pipelined requests already answered): its spans and `len` count from the start of `buf`.
+pub fn parse_from(
+    buf: &[u8],
+    from: usize,
+    limits: &Limits,
+    head: &mut Head,
+) -> Result<bool, HttpError> {
+    let rest = &buf[from..];
     // RFC 9112 2.2: ignore empty lines before the request line.
-    let skip = buf
+    let skip = rest
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
+        .unwrap_or(rest.len());
     let max_headers = limits.max_headers.min(MAX_HEADERS);
     let mut raw = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
-    let data = &buf[skip..];
+    let data = &rest[skip..];
     let len = match req.parse_with_uninit_headers(data, &mut raw[..max_headers]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            check_partial_size(buf, data, limits)?;
+            check_partial_size(rest, data, limits)?;
             return Ok(false);
         }
         Err(e) => return Err(super::diagnose::explain(data, e, limits.max_request_line)),
     };
-    check_request_line(data, limits)?;
+    // A head shorter than the limit has a request line within it.
+    if len > limits.max_request_line {
+        check_request_line(data, limits)?;
+    }
     if skip + len > limits.max_header_bytes {
         return Err(too_large(data, limits));
     }
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
     let minor = req.version.unwrap_or(1);
-    head.len = skip + len;
+    head.len = from + skip + len;
     head.method = Span::of(buf, method.as_bytes());
     head.uri = Span::default();
     head.path = Span::default();
@@ -175,7 +195,7 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     let (uri, uri_host) = split_target(method, target, target_span)?;
     head.uri = uri;
     let uri_bytes = uri.get(buf);
-    match memchr::memchr(b'?', uri_bytes) {
+    match find_byte(b'?', uri_bytes) {
         Some(q) => {
             head.path = uri.sub(0, q);
             head.query = uri.sub(q + 1, uri_bytes.len());
@@ -189,7 +209,8 @@ pub fn parse_into(buf: &[u8], limits: &Limits, head: &mut Head) -> Result<bool, 
     let mut close = false;
     for h in req.headers.iter() {
         let name = Span::of(buf, h.name.as_bytes());
-        let value = trim(buf, Span::of(buf, h.value));
+        // httparse leaves out the whitespace around a value (OWS, RFC 9112 5).
+        let value = Span::of(buf, h.value);
         head.headers.push((name, value));
         let v = value.get(buf);
         match h.name.len() {
@@ -286,24 +307,22 @@ fn split_target(method: &str, target: &str, span: Span) -> Result<(Span, Option<
 fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
     let text = span.get(buf);
     let without_port = if text.starts_with(b"[") {
-        let close = memchr::memchr(b']', text).ok_or(bad("bad IPv6 host"))?;
-        check_port(&text[close + 1..])?;
-        close + 1
+        find_byte(b']', text).ok_or(bad("bad IPv6 host"))? + 1
     } else {
-        match memchr::memchr(b':', text) {
-            Some(colon) => {
-                check_port(&text[colon..])?;
-                colon
-            }
-            None => text.len(),
-        }
+        find_byte(b':', text).unwrap_or(text.len())
     };
+    check_port(&text[without_port..])?;
     let host = &text[..without_port];
-    if !host.iter().all(|&b| HOST_BYTE[b as usize]) {
-        return Err(bad("invalid characters in Host"));
+    // One pass: every byte allowed, and whether any is upper-case.
+    let mut upper = false;
+    for &b in host {
+        if !HOST_BYTE[b as usize] {
+            return Err(bad("invalid characters in Host"));
+        }
+        upper |= b.is_ascii_uppercase();
     }
     head.host = span.sub(0, without_port);
-    if host.iter().any(u8::is_ascii_uppercase) {
+    if upper {
         head.host_lower = Some(String::from_utf8_lossy(host).to_ascii_lowercase());
     }
     Ok(())
@@ -333,19 +352,6 @@ fn check_port(rest: &[u8]) -> Result<(), HttpError> {
         [b':', digits @ ..] if digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit) => Ok(()),
         _ => Err(bad("bad port in Host")),
     }
-}
-
-fn trim(buf: &[u8], span: Span) -> Span {
-    let v = span.get(buf);
-    let start = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    span.sub(start, end)
 }
 
 /// One Transfer-Encoding value (a list of codings). Only `chunked`, once, is understood:
@@ -446,6 +452,43 @@ mod tests {
         assert_eq!(h.len, raw.len() - 5);
         assert!(h.keep_alive);
         assert_eq!(h.body, BodyFraming::None);
+    }
+
+    #[test]
+    fn values_come_without_surrounding_whitespace() {
+        let raw = "GET / HTTP/1.1\r\nHost: \t a.org \t\r\nX-A:   v w  \r\nX-B:\r\n\r\n";
+        let h = ok(raw);
+        let buf = raw.as_bytes();
+        assert_eq!(h.host(buf), "a.org");
+        let values: Vec<&[u8]> = h.headers.iter().map(|(_, v)| v.get(buf)).collect();
+        assert_eq!(values, [&b"a.org"[..], b"v w", b""]);
+    }
+
+    #[test]
+    fn a_long_request_line_is_checked_in_a_complete_head() {
+        let limits = Limits {
+            max_request_line: 20,
+            ..Limits::default()
+        };
+        let long = "GET /0123456789abcdef HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(parse(long.as_bytes(), &limits).unwrap_err().status, 414);
+        let short = "GET /a HTTP/1.1\r\nHost: a.example.org\r\n\r\n";
+        assert!(parse(short.as_bytes(), &limits).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_pipelined_head_is_parsed_in_place() {
+        let raw = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n\r\nGET /b?q HTTP/1.1\r\nHost: B\r\n\r\n";
+        let buf = raw.as_bytes();
+        let first = ok(raw);
+        let mut head = Head::default();
+        assert!(parse_from(buf, first.len, &limits(), &mut head).unwrap());
+        assert_eq!(head.path(buf), "/b");
+        assert_eq!(head.query.str(buf), "q");
+        assert_eq!(head.host(buf), "b");
+        assert_eq!(head.len, raw.len());
+        let partial = &buf[..raw.len() - 2];
+        assert!(!parse_from(partial, first.len, &limits(), &mut head).unwrap());
     }
 
     #[test]
