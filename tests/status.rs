@@ -50,11 +50,15 @@ fn diff(a: &serde_json::Value, b: &serde_json::Value, key: &[&str]) -> i64 {
 fn counts_requests_modules_and_module_counters() {
     let srv = Server::start(CONFIG);
     let mut s = srv.connect();
-    // The harness's readiness probe is accepted and closed first.
+    // The harness's readiness probe is accepted (maybe by another network thread, after
+    // this connection) and closed: wait for both to be counted and the probe gone.
     wait_for(
-        "the probe connection to go",
+        "the probe connection to be accepted and go",
         Duration::from_secs(10),
-        || json_on(&mut s)["connections"]["active"] == 1,
+        || {
+            let c = &json_on(&mut s)["connections"];
+            c["accepted"] == 2 && c["active"] == 1
+        },
     );
     let before = json_on(&mut s);
     for _ in 0..3 {
