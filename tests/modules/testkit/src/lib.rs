@@ -55,6 +55,7 @@ impl Module for TestKit {
         "file",
         "big",
         "upload",
+        "allocator",
     ];
     const FILTERS: &'static [&'static str] = &["tag", "before-worker", "count"];
 
@@ -118,6 +119,15 @@ impl Handler for Kit {
                         .content_type("application/json");
                 }
                 Outcome::Error(self.conf.status)
+            }
+            "allocator" => {
+                let from = if osprey_sdk::alloc::from_host() {
+                    "server"
+                } else {
+                    "system"
+                };
+                resp.text(from);
+                Outcome::Done
             }
             "text" => {
                 self.served.incr();
@@ -287,3 +297,7 @@ impl Filter for Count {
 }
 
 osprey_sdk::export_module!(TestKit);
+
+/// As the stock modules on the request path (`static`, `ssi`): see the `allocator` handler.
+#[global_allocator]
+static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
