@@ -21,13 +21,17 @@ use std::sync::OnceLock;
 /// The allocator of the server that loaded the module (else the system's).
 pub struct HostAlloc;
 
+type AllocFn = unsafe extern "C" fn(usize, usize) -> *mut u8;
+type DeallocFn = unsafe extern "C" fn(*mut u8, usize, usize);
+type ReallocFn = unsafe extern "C" fn(*mut u8, usize, usize, usize) -> *mut u8;
+
 /// The server's allocation functions, as it exports them (`server/src/main.rs`).
 #[derive(Clone, Copy)]
 struct Exported {
-    alloc: unsafe extern "C" fn(usize, usize) -> *mut u8,
-    alloc_zeroed: unsafe extern "C" fn(usize, usize) -> *mut u8,
-    dealloc: unsafe extern "C" fn(*mut u8, usize, usize),
-    realloc: unsafe extern "C" fn(*mut u8, usize, usize, usize) -> *mut u8,
+    alloc: AllocFn,
+    alloc_zeroed: AllocFn,
+    dealloc: DeallocFn,
+    realloc: ReallocFn,
 }
 
 extern "C" {
@@ -60,10 +64,10 @@ fn exported() -> Option<Exported> {
                 return None;
             }
             Some(Exported {
-                alloc: std::mem::transmute::<*mut c_void, _>(f[0]),
-                alloc_zeroed: std::mem::transmute::<*mut c_void, _>(f[1]),
-                dealloc: std::mem::transmute::<*mut c_void, _>(f[2]),
-                realloc: std::mem::transmute::<*mut c_void, _>(f[3]),
+                alloc: std::mem::transmute::<*mut c_void, AllocFn>(f[0]),
+                alloc_zeroed: std::mem::transmute::<*mut c_void, AllocFn>(f[1]),
+                dealloc: std::mem::transmute::<*mut c_void, DeallocFn>(f[2]),
+                realloc: std::mem::transmute::<*mut c_void, ReallocFn>(f[3]),
             })
         }
     })
@@ -112,7 +116,7 @@ mod tests {
         // SAFETY: a valid layout; the block is written within its size and freed once.
         unsafe {
             let p = HostAlloc.alloc_zeroed(layout);
-            assert!(!p.is_null() && p as usize % 16 == 0 && *p.add(99) == 0);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(16) && *p.add(99) == 0);
             let p = HostAlloc.realloc(p, layout, 200);
             p.add(199).write(1);
             HostAlloc.dealloc(p, Layout::from_size_align(200, 16).unwrap());
