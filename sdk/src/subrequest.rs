@@ -118,7 +118,8 @@ impl Subrequest {
             target: SubrequestTarget {
                 uri: uri.into().into(),
                 host: RString::new(),
-                headers: RVec::new(),
+                // Room for one (as `ssi` sends): a list grown from empty costs more.
+                headers: RVec::with_capacity(1),
             },
         }
     }

@@ -282,7 +282,12 @@ fn exchange(
     target: &SubrequestTarget,
     lineage: Arc<Lineage>,
 ) -> Result<Exchange, SubrequestError> {
-    let mut buf = Vec::with_capacity(64 + uri.len() + host.len());
+    let fields: usize = target
+        .headers
+        .iter()
+        .map(|h| h.name.len() + h.value.len() + 4)
+        .sum();
+    let mut buf = Vec::with_capacity(32 + uri.len() + host.len() + fields);
     // Sized in place: a head is large, and is not moved into its box.
     let mut head = Box::<Head>::default();
     let put = |buf: &mut Vec<u8>, bytes: &[u8]| {
