@@ -191,36 +191,41 @@ fn find_www(srv: &Server) -> std::path::PathBuf {
 /// again.
 #[test]
 fn a_page_of_ready_fragments_goes_whole_and_a_changed_layout_is_read_again() {
-    let dir = TempDir::new("ready");
-    let www = dir.path().join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("f.html"), "<i>F</i>").unwrap();
-    let page = "A<!--#include virtual=\"/f.html\" -->B<!--#include virtual=\"/mod\" -->C";
-    std::fs::write(www.join("p.shtml"), page).unwrap();
-    let srv = Server::start(&format!(
-        r#"{{"load": [{{"so": "testkit"}}], "routing": [
+    // The layout from a memory cache (shared bytes) and from an open file.
+    for memcache in [true, false] {
+        let dir = TempDir::new("ready");
+        let www = dir.path().join("www");
+        std::fs::create_dir_all(&www).unwrap();
+        std::fs::write(www.join("f.html"), "<i>F</i>").unwrap();
+        let page = "A<!--#include virtual=\"/f.html\" -->B<!--#include virtual=\"/mod\" -->C";
+        std::fs::write(www.join("p.shtml"), page).unwrap();
+        let srv = Server::start(&format!(
+            r#"{{"load": [{{"so": "testkit"}}], "routing": [
   {{"prefix": "/mod", "handler": "text", "text": "M"}},
-  {{"handler": "sendfile", "dir": {www:?}, "memcache": true, "cache_ttl": 0.1,
+  {{"handler": "sendfile", "dir": {www:?}, "memcache": {memcache}, "cache_ttl": 0.1,
     "filters": [{{"type": "ssi"}}]}}]}}"#,
-        www = www.display().to_string()
-    ));
-    for _ in 0..2 {
-        let r = srv.get("/p.shtml");
-        assert_eq!(
-            (r.status, r.text()),
-            (200, "A<i>F</i>BMC".to_owned()),
-            "{r:?}"
-        );
-        assert_eq!(r.header("content-length"), Some("12"), "{r:?}");
-        assert_eq!(r.header("transfer-encoding"), None, "{r:?}");
+            www = www.display().to_string()
+        ));
+        for _ in 0..2 {
+            let r = srv.get("/p.shtml");
+            assert_eq!(
+                (r.status, r.text()),
+                (200, "A<i>F</i>BMC".to_owned()),
+                "{r:?}"
+            );
+            assert_eq!(r.header("content-length"), Some("12"), "{r:?}");
+            assert_eq!(r.header("transfer-encoding"), None, "{r:?}");
+        }
+        // Rewritten in place (same inode), then the same length again.
+        for (text, page) in [
+            ("<!--#include virtual=\"/mod\" -->|changed", "M|changed"),
+            ("<!--#include virtual=\"/mod\" -->|again!!", "M|again!!"),
+        ] {
+            std::fs::write(www.join("p.shtml"), text).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(srv.get("/p.shtml").text(), page, "memcache {memcache}");
+        }
     }
-    std::fs::write(
-        www.join("p.shtml"),
-        "<!--#include virtual=\"/mod\" -->|changed",
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(srv.get("/p.shtml").text(), "M|changed");
 }
 
 #[test]

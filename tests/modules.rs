@@ -96,6 +96,16 @@ fn same_library_twice_is_loaded_once() {
 }
 
 #[test]
+fn modules_can_allocate_with_the_servers_allocator() {
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}], "routing": [
+            {"prefix": "/", "handler": "allocator"}]}"#,
+    );
+    // The module's allocations (this answer's among them) go to the server's mimalloc.
+    assert_eq!(srv.get("/").text(), "server");
+}
+
+#[test]
 fn panicking_handler_is_500_and_the_server_keeps_serving() {
     let srv = Server::start(
         r#"{"load": [{"so": "testkit"}], "routing": [

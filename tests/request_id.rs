@@ -19,6 +19,8 @@ fn config(up: &Upstream, request_id: &str, log: &std::path::Path) -> String {
   "routing": [
     {{"prefix": "/up", "handler": "http_proxy", "backend": "b", "uri": "/"}},
     {{"prefix": "/missing", "handler": "fail", "status": 404}},
+    {{"prefix": "/page", "handler": "text", "filters": [{{"type": "ssi", "always": true}}],
+      "text": "<!--#include virtual=\"/a\" -->|<!--#include virtual=\"/b\" -->"}},
     {{"handler": "text", "text": "hi"}},
   ]
 }}"#,
@@ -85,6 +87,36 @@ fn every_response_and_upstream_request_carries_the_id() {
             "{id}\n{text}"
         );
     }
+}
+
+/// The ids of the access log's lines for `uri` (the last field).
+fn logged_ids(log: &std::path::Path, uri: &str) -> Vec<String> {
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .filter(|l| l.contains(&format!("\"GET {uri} ")))
+        .map(|l| l.rsplit('"').nth(1).unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn subrequests_share_their_client_requests_id() {
+    let up = Upstream::start("u");
+    let dir = common::TempDir::new("rid3");
+    let log = dir.path().join("access.log");
+    let trusting = r#"{"response": true, "trusted": ["127.0.0.1", "::1"]}"#;
+    let srv = Server::start(&config(&up, trusting, &log));
+    let r = get(&srv, "/page", "");
+    assert_eq!(r.text(), "hi|hi");
+    let id = r.header("x-request-id").unwrap().to_owned();
+    // A trusted proxy's id, which lives in the client request's bytes, is shared too.
+    let r = get(&srv, "/page?x", "X-Request-Id: lb-7f3a:1\r\n");
+    assert_eq!(r.text(), "hi|hi");
+    let ids = logged_ids(&log, "/a");
+    assert_eq!(ids, logged_ids(&log, "/b"));
+    assert_eq!(ids, [id.clone(), "lb-7f3a:1".into()]);
+    assert!(is_id(&id), "{id}");
+    assert_eq!(logged_ids(&log, "/page"), [id]);
 }
 
 #[test]

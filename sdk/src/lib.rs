@@ -13,6 +13,7 @@
 // abi_stable's sabi_trait expansion trips this lint (fixed upstream after 0.11).
 #![allow(non_local_definitions)]
 
+pub mod alloc;
 pub mod config;
 pub mod cookie;
 pub mod escape;

@@ -118,7 +118,8 @@ impl Subrequest {
             target: SubrequestTarget {
                 uri: uri.into().into(),
                 host: RString::new(),
-                headers: RVec::new(),
+                // Room for one (as `ssi` sends): a list grown from empty costs more.
+                headers: RVec::with_capacity(1),
             },
         }
     }
@@ -394,10 +395,34 @@ impl Composite {
         Poll::Ready(Took::Appended)
     }
 
+    /// The bytes the pieces at the front have ready (up to [`GATHER`]): the output is sized
+    /// once, not grown a doubling at a time.
+    fn ready_len(&self) -> usize {
+        let mut n = 0;
+        for piece in &self.pieces {
+            n += match piece {
+                Piece::Bytes(b) => b.len(),
+                Piece::Shared(b) => b.len(),
+                Piece::File(f) => f.len.min(FILE_CHUNK) as usize,
+                Piece::Answer(_, Ok(r)) if r.status == 200 => match &r.body {
+                    Body::Stream(_) => break,
+                    body => body.len().unwrap_or(0).min(GATHER as u64) as usize,
+                },
+                // A marker.
+                Piece::Answer(..) => 0,
+                _ => break,
+            };
+            if n >= GATHER {
+                break;
+            }
+        }
+        n.min(GATHER)
+    }
+
     /// The pieces ready now, gathered into one chunk (up to [`GATHER`] bytes).
     fn poll_gathered(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RVec<u8>, RString>>> {
         self.advance_fetches(cx);
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.ready_len());
         loop {
             let took = self.poll_piece(cx, &mut out);
             match took {

@@ -18,6 +18,48 @@ mod allocator;
 #[global_allocator]
 static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
+/// The allocator, exported (`build.rs`) for modules that opt in with
+/// `osprey_sdk::alloc::HostAlloc`, so their per-request allocations cost what the core's do.
+mod exported_alloc {
+    use std::alloc::{GlobalAlloc, Layout};
+
+    use super::ALLOCATOR;
+
+    /// # Safety
+    /// As `GlobalAlloc::alloc`, `size` and `align` being a valid `Layout`.
+    #[no_mangle]
+    pub unsafe extern "C" fn osprey_alloc(size: usize, align: usize) -> *mut u8 {
+        unsafe { ALLOCATOR.alloc(Layout::from_size_align_unchecked(size, align)) }
+    }
+
+    /// # Safety
+    /// As `GlobalAlloc::alloc_zeroed`.
+    #[no_mangle]
+    pub unsafe extern "C" fn osprey_alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+        unsafe { ALLOCATOR.alloc_zeroed(Layout::from_size_align_unchecked(size, align)) }
+    }
+
+    /// # Safety
+    /// As `GlobalAlloc::dealloc`.
+    #[no_mangle]
+    pub unsafe extern "C" fn osprey_dealloc(ptr: *mut u8, size: usize, align: usize) {
+        unsafe { ALLOCATOR.dealloc(ptr, Layout::from_size_align_unchecked(size, align)) }
+    }
+
+    /// # Safety
+    /// As `GlobalAlloc::realloc`.
+    #[no_mangle]
+    pub unsafe extern "C" fn osprey_realloc(
+        ptr: *mut u8,
+        size: usize,
+        align: usize,
+        new_size: usize,
+    ) -> *mut u8 {
+        let layout = unsafe { Layout::from_size_align_unchecked(size, align) };
+        unsafe { ALLOCATOR.realloc(ptr, layout, new_size) }
+    }
+}
+
 /// A small, fast, event-driven HTTP application server with stable-ABI modules.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "osprey", disable_version_flag = true)]

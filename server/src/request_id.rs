@@ -113,6 +113,8 @@ enum Kind {
     /// Written as hex once: requests with filters read it several times.
     Random(ArrayString<32>),
     Sent(Span),
+    /// A trusted proxy's id copied out of its request, for that request's subrequests.
+    Copied(ArrayString<MAX_LEN>),
 }
 
 impl RequestId {
@@ -124,6 +126,20 @@ impl RequestId {
             // `acceptable` let only ASCII through.
             Kind::Sent(span) if buf.len() >= span.end as usize => span.str(buf),
             Kind::Sent(_) => "-",
+            Kind::Copied(text) => text,
+        }
+    }
+
+    /// The id this request's subrequests share (as nginx's do), independent of `buf`, the
+    /// request's bytes.
+    pub fn inherited(&self, buf: &[u8]) -> RequestId {
+        let kind = match self.kind {
+            Kind::Sent(_) => Kind::Copied(ArrayString::from(self.text(buf)).unwrap_or_default()),
+            other => other,
+        };
+        RequestId {
+            kind,
+            forward: self.forward,
         }
     }
 }
@@ -256,6 +272,25 @@ mod tests {
             (0..1000).map(|_| id_of(&ids, "1.2.3.4:5", None)).collect();
         assert_eq!(seen.len(), 1000);
         assert!(seen.iter().all(|i| is_fresh(i)));
+    }
+
+    #[test]
+    fn subrequests_inherit_the_id_without_the_parents_bytes() {
+        let ids = RequestIdConfig {
+            trusted: vec!["10.0.0.0/8".into()],
+            ..Default::default()
+        }
+        .check()
+        .unwrap();
+        let limits = crate::config::Limits::default();
+        for header in ["X-Request-Id: proxy-id-1\r\n", ""] {
+            let buf = format!("GET / HTTP/1.1\r\nHost: a\r\n{header}\r\n").into_bytes();
+            let head = crate::http::parse::parse(&buf, &limits).unwrap().unwrap();
+            let id = ids.for_request("10.1.2.3:4", &buf, &head);
+            let shared = id.inherited(&buf);
+            // Read against a subrequest's own, different bytes.
+            assert_eq!(shared.text(b"GET /frag HTTP/1.1\r\n\r\n"), id.text(&buf));
+        }
     }
 
     #[test]

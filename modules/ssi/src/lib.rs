@@ -14,7 +14,7 @@ mod parse;
 mod stream;
 mod vars;
 
-use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::subrequest::Parent;
 use osprey_sdk::{
     filter_box, parse_config, Body, Composite, ConfigError, Filter, FilterBox, HeaderPair, Module,
@@ -39,6 +39,11 @@ impl Module for SsiModule {
 }
 
 osprey_sdk::export_module!(SsiModule);
+
+/// The server's allocator (mimalloc) for the per-request strings and lists: the C library's
+/// costs several times more.
+#[global_allocator]
+static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
 
 fn default_marker() -> String {
     "<!--[ssi error]-->".into()
@@ -92,12 +97,17 @@ impl Ssi {
         })
     }
 
-    /// A document in a memory cache's shared bytes, small enough to keep its parse.
-    fn cachable<'b>(&self, body: &'b Body) -> Option<&'b RArc<RVec<u8>>> {
+    /// The parse of a document small enough to keep it (in a memory cache's shared bytes, or
+    /// a file range), from [`layouts`] when it is the same document as last time.
+    fn kept_layout(
+        &self,
+        path: &str,
+        body: &Body,
+    ) -> Option<std::io::Result<std::sync::Arc<layouts::Layout>>> {
+        let small = |len: u64| len <= layouts::MAX_DOC.min(self.max_size as usize) as u64;
         match body {
-            Body::Shared(doc) if doc.len() <= layouts::MAX_DOC.min(self.max_size as usize) => {
-                Some(doc)
-            }
+            Body::Shared(doc) if small(doc.len() as u64) => Some(Ok(self.layouts.get(path, doc))),
+            Body::File(range) if small(range.len) => Some(self.layouts.get_file(path, range)),
             _ => None,
         }
     }
@@ -171,8 +181,17 @@ impl Filter for Ssi {
                 vars,
                 marker,
             ));
-        } else if let Some(doc) = self.cachable(&resp.body) {
-            let layout = self.layouts.get(path, doc);
+        } else if let Some(kept) = self.kept_layout(path, &resp.body) {
+            let layout = match kept {
+                Ok(layout) => layout,
+                Err(e) => {
+                    let uri = req.uri;
+                    osprey_sdk::host::warn(&format!(
+                        "ssi: {uri} sent unprocessed: reading it: {e}"
+                    ));
+                    return;
+                }
+            };
             let (doc, parts) = (&layout.doc, &layout.parts);
             let page = page::assemble_parts(&parent, path, vars, doc, parts, &self.marker);
             self.send(page, resp);

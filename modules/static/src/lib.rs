@@ -156,3 +156,8 @@ mod tests {
 }
 
 osprey_sdk::export_module!(StaticModule);
+
+/// The server's allocator (mimalloc) for the per-request strings and lists: the C library's
+/// costs several times more.
+#[global_allocator]
+static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;

@@ -122,7 +122,8 @@ impl<'a> Site<'a> {
     /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let mut lineage = ex.lineage.take();
-        let scope = subrequest::Scope::enter(self.shared, self.peer, &mut lineage);
+        let id = ex.id.inherited(&ex.buf);
+        let scope = subrequest::Scope::enter(self.shared, self.peer, &mut lineage, id);
         let out = ex.with_request(self.peer, self.route().prefix(), self.info_start, f);
         drop(scope);
         ex.lineage = lineage;

@@ -2,7 +2,8 @@
 //! calling it for a request. It runs through the same pipeline ([`dispatch`](super::dispatch))
 //! on the same network thread, with no socket: the parent's connection facts (`Peer`: remote
 //! address, TLS) are its own. Limits (`limits.max_subrequest_depth`, `limits.max_subrequests`):
-//! depth, count per client request, and loops.
+//! depth, count per client request, and loops. A subrequest shares its client request's id
+//! (as nginx's do) and its head is written, never parsed.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,11 +12,12 @@ use std::sync::Arc;
 use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
 use osprey_sdk::abi_stable::std_types::{RResult, RStr};
+use osprey_sdk::fields::{is_field_value, is_token};
 use osprey_sdk::subrequest::{
     ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
     SubrequestTarget,
 };
-use osprey_sdk::Response;
+use osprey_sdk::{HeaderPair, Response};
 
 use tokio::time::Instant;
 
@@ -23,10 +25,12 @@ use super::{
     dispatch_now, finish, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer, Routed,
 };
 use crate::config::Limits;
+use crate::http::parse::{Head, Span, MAX_HEADERS};
+use crate::request_id::RequestId;
 use crate::server::Shared;
 
 /// Where a request stands among subrequests: how deep, its (host, URI) and its parent's
-/// lineage (for loop detection), and the count left to the whole client request.
+/// lineage (for loop detection), the count left to the whole client request, and its id.
 #[derive(Debug)]
 pub struct Lineage {
     depth: u32,
@@ -34,17 +38,19 @@ pub struct Lineage {
     uri: Box<str>,
     up: Option<Arc<Lineage>>,
     left: Arc<AtomicU32>,
+    id: RequestId,
 }
 
 impl Lineage {
     /// A client request's, which may start `count` subrequests.
-    fn root(host: &str, uri: &str, count: u32) -> Lineage {
+    fn root(host: &str, uri: &str, count: u32, id: RequestId) -> Lineage {
         Lineage {
             depth: 0,
             host: host.into(),
             uri: uri.into(),
             up: None,
             left: Arc::new(AtomicU32::new(count)),
+            id,
         }
     }
 
@@ -82,6 +88,7 @@ impl Lineage {
             uri: uri.into(),
             up: Some(self.clone()),
             left: self.left.clone(),
+            id: self.id,
         })
     }
 }
@@ -93,6 +100,8 @@ struct Current {
     peer: *const Arc<Peer>,
     /// The request's lineage, made on its first subrequest.
     lineage: *mut Option<Arc<Lineage>>,
+    /// The id its subrequests share.
+    id: RequestId,
 }
 
 thread_local! {
@@ -110,11 +119,13 @@ impl Scope {
         shared: &Arc<Shared>,
         peer: &Arc<Peer>,
         lineage: &mut Option<Arc<Lineage>>,
+        id: RequestId,
     ) -> Scope {
         let now = Current {
             shared,
             peer,
             lineage,
+            id,
         };
         Scope {
             prev: CURRENT.replace(Some(now)),
@@ -169,7 +180,8 @@ fn current_parent(
     };
     let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
     let count = shared.config.limits.max_subrequests;
-    let lineage = lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri, count)));
+    let lineage =
+        lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri, count, current.id)));
     Ok(CoreParent {
         shared,
         peer,
@@ -192,9 +204,8 @@ impl SubrequestParent for CoreParent {
             Ok(lineage) => Arc::new(lineage),
             Err(message) => return refused(500, message),
         };
-        let buf = request_bytes(uri, &host, &target);
         let started = start_clock();
-        let ex = match exchange(&self.shared, &self.peer, buf, lineage) {
+        let ex = match exchange(&self.shared.config.limits, uri, &host, &target, lineage) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
         };
@@ -238,7 +249,7 @@ pub extern "C" fn host_subrequest_parent(
         .into()
 }
 
-/// No bytes that would make the request line or a header say something else.
+/// No bytes that would make the request line or a header say something else, and no body.
 fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), &'static str> {
     let clean = |s: &str| !s.bytes().any(|b| b <= b' ' || b == 0x7f);
     if !uri.starts_with('/') || !clean(uri) {
@@ -247,56 +258,99 @@ fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), 
     if !clean(host) || host.contains('/') {
         return Err("the host is not a host name");
     }
-    let bad_header = target.headers.iter().any(|h| {
-        !clean(&h.name)
-            || h.name.contains(':')
-            || memchr::memchr2(b'\r', b'\n', h.value.as_bytes()).is_some()
-    });
-    if bad_header {
-        return Err("a header name or value is not valid");
+    for h in target.headers.iter() {
+        if !is_token(&h.name) || !is_field_value(h.value.trim_matches([' ', '\t'])) {
+            return Err("a header name or value is not valid");
+        }
+        let name = h.name.as_str();
+        if name.eq_ignore_ascii_case("content-length")
+            || name.eq_ignore_ascii_case("transfer-encoding")
+        {
+            return Err("a subrequest has no body (no Content-Length or Transfer-Encoding)");
+        }
     }
     Ok(())
 }
 
-/// The subrequest in HTTP/1.1 form, as the core parses every request (HTTP/2's too).
-fn request_bytes(uri: &str, host: &str, target: &SubrequestTarget) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(64 + uri.len() + host.len());
-    buf.extend_from_slice(b"GET ");
-    buf.extend_from_slice(uri.as_bytes());
-    buf.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    buf.extend_from_slice(host.as_bytes());
-    buf.extend_from_slice(b"\r\n");
-    for h in target.headers.iter() {
-        if h.name.eq_ignore_ascii_case("host") {
-            continue;
-        }
-        buf.extend_from_slice(h.name.as_bytes());
-        buf.extend_from_slice(b": ");
-        buf.extend_from_slice(h.value.as_bytes());
-        buf.extend_from_slice(b"\r\n");
-    }
-    buf.extend_from_slice(b"\r\n");
-    buf
-}
-
-/// The subrequest parsed, as the pipeline takes it.
+/// The subrequest as the pipeline takes it: its head in HTTP/1.1 form (the request view and
+/// the access log read those bytes), its spans noted as the bytes are written, not parsed
+/// back; the limits on a client's head apply.
 fn exchange(
-    shared: &Shared,
-    peer: &Peer,
-    buf: Vec<u8>,
+    limits: &Limits,
+    uri: &str,
+    host: &str,
+    target: &SubrequestTarget,
     lineage: Arc<Lineage>,
 ) -> Result<Exchange, SubrequestError> {
-    // Parsed in place: a head is large, and is not moved into its box.
-    let mut head = Box::<crate::http::parse::Head>::default();
-    match crate::http::parse::parse_into(&buf, &shared.config.limits, &mut head) {
-        Ok(true) => {}
-        Ok(false) => return Err(error(400, "the subrequest's head is incomplete".into())),
-        Err(e) => {
-            let why = format!("the subrequest is not valid HTTP: {}", e.reason);
-            return Err(error(e.status, why));
+    let fields: usize = target
+        .headers
+        .iter()
+        .map(|h| h.name.len() + h.value.len() + 4)
+        .sum();
+    let mut buf = Vec::with_capacity(32 + uri.len() + host.len() + fields);
+    // Sized in place: a head is large, and is not moved into its box.
+    let mut head = Box::<Head>::default();
+    let put = |buf: &mut Vec<u8>, bytes: &[u8]| {
+        let start = buf.len() as u32;
+        buf.extend_from_slice(bytes);
+        Span {
+            start,
+            end: buf.len() as u32,
         }
+    };
+    head.method = put(&mut buf, b"GET");
+    buf.push(b' ');
+    head.uri = put(&mut buf, uri.as_bytes());
+    (head.path, head.query) = match memchr::memchr(b'?', uri.as_bytes()) {
+        Some(q) => {
+            let q = head.uri.start + q as u32;
+            let path = Span { end: q, ..head.uri };
+            (
+                path,
+                Span {
+                    start: q + 1,
+                    ..head.uri
+                },
+            )
+        }
+        None => (head.uri, Span::default()),
+    };
+    buf.extend_from_slice(b" HTTP/1.1\r\n");
+    if buf.len() - 2 > limits.max_request_line {
+        return Err(error(
+            414,
+            format!("subrequest to {uri} refused: request line too long"),
+        ));
     }
-    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
+    let own = |h: &&HeaderPair| !h.name.eq_ignore_ascii_case("host");
+    if 1 + target.headers.iter().filter(own).count() > limits.max_headers.min(MAX_HEADERS) {
+        let why = format!("subrequest to {uri} refused: too many headers");
+        return Err(error(431, why));
+    }
+    let mut header = |buf: &mut Vec<u8>, name: &str, value: &str| {
+        let name = put(buf, name.as_bytes());
+        buf.extend_from_slice(b": ");
+        let value = put(buf, value.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        head.headers.push((name, value));
+        value
+    };
+    let host_span = header(&mut buf, "Host", host);
+    for h in target.headers.iter().filter(own) {
+        header(&mut buf, &h.name, h.value.trim_matches([' ', '\t']));
+    }
+    buf.extend_from_slice(b"\r\n");
+    head.len = buf.len();
+    if head.len > limits.max_header_bytes {
+        let why = format!("subrequest to {uri} refused: request headers too large");
+        return Err(error(431, why));
+    }
+    crate::http::parse::set_host(&mut head, &buf, host_span).map_err(|e| {
+        error(
+            e.status,
+            format!("subrequest to {uri} refused: {}", e.reason),
+        )
+    })?;
     Ok(Exchange {
         buf,
         head,
@@ -304,7 +358,7 @@ fn exchange(
         resp: Response::default(),
         extra: Vec::new(),
         stream: None,
-        id,
+        id: lineage.id,
         lineage: Some(lineage),
     })
 }
@@ -347,11 +401,31 @@ fn error(status: u16, message: String) -> SubrequestError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use osprey_sdk::abi_stable::std_types::RVec;
+
+    /// A client request's id.
+    fn some_id() -> RequestId {
+        let buf = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        let head = crate::http::parse::parse(buf, &Limits::default())
+            .unwrap()
+            .unwrap();
+        crate::request_id::RequestIds::default().for_request("1.2.3.4:5", buf, &head)
+    }
+
+    fn root(limits: &Limits) -> Arc<Lineage> {
+        Arc::new(Lineage::root(
+            "h",
+            "/page",
+            limits.max_subrequests,
+            some_id(),
+        ))
+    }
 
     #[test]
     fn depth_loops_and_count_are_limited() {
         let limits = Limits::default();
-        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
+        let root_of = root;
+        let root = root_of(&limits);
         let child = |l: &Arc<Lineage>, uri: &str| l.child("h", uri, &limits).map(Arc::new);
         assert!(child(&root, "/page")
             .unwrap_err()
@@ -366,11 +440,86 @@ mod tests {
         }
         let refused = child(&at, "/deeper").unwrap_err();
         assert!(refused.contains("deeper than 8"), "{refused}");
-        let root = Arc::new(Lineage::root("h", "/page", limits.max_subrequests));
+        let root = root_of(&limits);
         for i in 0..limits.max_subrequests {
             child(&root, &format!("/f{i}")).unwrap();
         }
         let refused = child(&root, "/one-more").unwrap_err();
         assert!(refused.contains("more than 64"), "{refused}");
+    }
+
+    fn target(uri: &str, headers: &[(&str, &str)]) -> SubrequestTarget {
+        SubrequestTarget {
+            uri: uri.into(),
+            host: "".into(),
+            headers: headers
+                .iter()
+                .map(|&(name, value)| HeaderPair {
+                    name: name.to_owned().into(),
+                    value: value.to_owned().into(),
+                })
+                .collect::<RVec<_>>(),
+        }
+    }
+
+    #[test]
+    fn the_written_head_is_the_one_the_parser_reads() {
+        let limits = Limits::default();
+        let headers = [("X-Raw", " 1\t"), ("host", "ignored"), ("Accept", "text/*")];
+        for (uri, host) in [
+            ("/a/b?x=1&y", "Example.COM:8080"),
+            ("/", "[::1]"),
+            ("/p?", "h"),
+        ] {
+            let t = target(uri, &headers);
+            let lineage = root(&limits);
+            let ex = exchange(&limits, uri, host, &t, lineage).unwrap();
+            let parsed = crate::http::parse::parse(&ex.buf, &limits)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                format!("{:?}", ex.head),
+                format!("{parsed:?}"),
+                "{uri} {host}"
+            );
+        }
+    }
+
+    #[test]
+    fn subrequests_share_the_client_requests_id() {
+        let limits = Limits::default();
+        let root = root(&limits);
+        let t = target("/f", &[]);
+        let child = Arc::new(root.child("h", "/f", &limits).unwrap());
+        let ex = exchange(&limits, "/f", "h", &t, child).unwrap();
+        assert_eq!(ex.id.text(&ex.buf), root.id.text(b""));
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        let limits = Limits::default();
+        let refused = |uri: &str, host: &str, headers: &[(&str, &str)]| {
+            check_target(uri, host, &target(uri, headers)).is_err()
+        };
+        assert!(!refused("/ok?q", "h", &[("X-A", "b c")]));
+        assert!(refused("/a b", "h", &[]));
+        assert!(refused("a", "h", &[]));
+        assert!(refused("/a", "h/x", &[]));
+        assert!(refused("/a", "h", &[("X A", "b")]));
+        assert!(refused("/a", "h", &[("X-A", "b\0")]));
+        assert!(refused("/a", "h", &[("Content-Length", "5")]));
+        assert!(refused("/a", "h", &[("transfer-encoding", "chunked")]));
+        // The limits on a client's head apply.
+        let long = format!("/{}", "a".repeat(limits.max_request_line));
+        let err = exchange(&limits, &long, "h", &target(&long, &[]), root(&limits));
+        assert_eq!(err.err().map(|e| e.status), Some(414));
+        let many: Vec<(String, String)> = (0..limits.max_headers)
+            .map(|i| (format!("X-{i}"), "v".into()))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let err = exchange(&limits, "/m", "h", &target("/m", &many), root(&limits));
+        assert_eq!(err.err().map(|e| e.status), Some(431));
+        let err = exchange(&limits, "/m", "h:x", &target("/m", &[]), root(&limits));
+        assert_eq!(err.err().map(|e| e.status), Some(400));
     }
 }

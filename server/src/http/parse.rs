@@ -304,7 +304,7 @@ fn split_target(method: &str, target: &str, span: Span) -> Result<(Span, Option<
 }
 
 /// Remove the port, check the characters, lower-case when needed.
-fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
+pub(crate) fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
     let text = span.get(buf);
     let without_port = if text.starts_with(b"[") {
         find_byte(b']', text).ok_or(bad("bad IPv6 host"))? + 1

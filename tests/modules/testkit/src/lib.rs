@@ -58,6 +58,7 @@ impl Module for TestKit {
         "file",
         "big",
         "upload",
+        "allocator",
     ];
     const FILTERS: &'static [&'static str] = &["tag", "before-worker", "count"];
 
@@ -121,6 +122,15 @@ impl Handler for Kit {
                         .content_type("application/json");
                 }
                 Outcome::Error(self.conf.status)
+            }
+            "allocator" => {
+                let from = if osprey_sdk::alloc::from_host() {
+                    "server"
+                } else {
+                    "system"
+                };
+                resp.text(from);
+                Outcome::Done
             }
             "text" => {
                 self.served.incr();
@@ -293,3 +303,7 @@ impl Filter for Count {
 }
 
 osprey_sdk::export_module!(TestKit);
+
+/// As the stock modules on the request path (`static`, `ssi`): see the `allocator` handler.
+#[global_allocator]
+static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
