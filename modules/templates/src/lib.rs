@@ -28,6 +28,11 @@ use osprey_sdk::{
 
 use assemble::RAW_HEADER;
 
+/// The server's allocator (mimalloc) for this module's per-request strings and lists: the C
+/// library's costs several times more.
+#[global_allocator]
+static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
+
 struct TemplatesModule;
 
 impl Module for TemplatesModule {
