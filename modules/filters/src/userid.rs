@@ -3,8 +3,9 @@
 //! through SipHash-2-4 with a 128-bit output, keyed with a per-filter secret from the kernel's
 //! random source (a pseudo-random function: a few hundred instructions where SHA-256 took
 //! thousands): unique across threads and restarts, not guessable without the key, and the same
-//! in `request_headers` and `after` without keeping state between them. Later filters and the handler see the new id as the
-//! cookie (`Request::cookie`); the access log records it with `"cookie:<name>"`.
+//! in `request_headers` and `after` without keeping state between them. Later filters and the
+//! handler see the new id as the cookie (`Request::cookie`); the access log records it with
+//! `"cookie:<name>"`.
 
 use std::cell::RefCell;
 
