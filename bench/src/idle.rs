@@ -28,7 +28,8 @@ pub fn bytes_per_connection(pid: u32, port: u16, count: usize) -> Result<f64, St
         }
         conns.push(s);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // Osprey parks a connection quiet for two seconds (conn/wait.rs `QUIET_SWEEPS`).
+    std::thread::sleep(Duration::from_millis(3000));
     let after = rss_kib(pid);
     drop(conns);
     Ok((after.saturating_sub(before) * 1024) as f64 / count as f64)

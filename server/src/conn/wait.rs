@@ -8,9 +8,10 @@
 //! wakes the slots whose deadline has passed. A stop wakes every slot waiting between requests.
 //! Deadlines are therefore up to one tick late, never early.
 //!
-//! A plain connection still waiting between requests at two sweeps in a row (quiet for at
-//! least one tick) is woken to park: its task ends and the socket waits in `net::park`,
-//! which holds a few words for it instead of a task and an event-loop registration.
+//! A plain connection still waiting between requests after [`QUIET_SWEEPS`] sweeps in a row
+//! (quiet for two seconds) is woken to park: its task ends and the socket waits in
+//! `net::park`, which holds a few words for it instead of a task and an event-loop
+//! registration.
 
 use std::cell::RefCell;
 use std::task::Waker;
@@ -18,6 +19,11 @@ use std::time::{Duration, Instant};
 
 /// How often expired waits are looked for.
 pub const TICK: Duration = Duration::from_millis(50);
+
+/// Sweeps a connection is seen quiet between requests before it parks: two seconds. Parking
+/// sooner made a client that reads a large answer slowly, or asks every few hundred
+/// milliseconds, park and come back (four `epoll_ctl` and a new task) on every request.
+pub const QUIET_SWEEPS: u8 = 40;
 
 struct Slot {
     /// Milliseconds since the table's epoch; `u64::MAX` while not waiting.
@@ -28,8 +34,8 @@ struct Slot {
     expired: bool,
     /// Between requests, the connection can park (see [`Ended::Park`]).
     parkable: bool,
-    /// Seen waiting between requests by a sweep: at the next one it parks.
-    quiet: bool,
+    /// Sweeps that saw it waiting between requests: at [`QUIET_SWEEPS`], the next one parks it.
+    quiet: u8,
     /// Woken to park.
     park: bool,
 }
@@ -69,7 +75,7 @@ pub enum Ended {
     TimedOut,
     /// The server is stopping and the connection was between requests.
     Stopping,
-    /// The connection has been quiet between requests for a tick: park it.
+    /// The connection has been quiet between requests for two seconds: park it.
     Park,
 }
 
@@ -100,7 +106,7 @@ impl Deadline {
                 idle: false,
                 expired: false,
                 parkable: false,
-                quiet: false,
+                quiet: 0,
                 park: false,
             };
             match t.free.pop() {
@@ -132,7 +138,7 @@ impl Deadline {
             s.idle = waiting != Waiting::Request;
             s.parkable = waiting == Waiting::IdleParkable;
             s.expired = false;
-            s.quiet = false;
+            s.quiet = 0;
             s.park = false;
         });
     }
@@ -171,7 +177,7 @@ impl Deadline {
             let s = &mut t.borrow_mut().slots[self.slot as usize];
             s.deadline = u64::MAX;
             s.expired = false;
-            s.quiet = false;
+            s.quiet = 0;
             s.park = false;
         });
     }
@@ -272,8 +278,8 @@ pub async fn sweep() {
                         due.push(w);
                     }
                 } else if parking && s.parkable && s.deadline != u64::MAX && !s.expired && !s.park {
-                    if !s.quiet {
-                        s.quiet = true;
+                    if s.quiet < QUIET_SWEEPS {
+                        s.quiet += 1;
                     } else if let Some(w) = s.waker.take() {
                         s.park = true;
                         due.push(w);
@@ -349,7 +355,7 @@ mod tests {
         for d in [&parks, &idle, &request] {
             assert_eq!(d.check(&waker), None);
         }
-        tokio::time::sleep(TICK * 4).await;
+        tokio::time::sleep(TICK * (u32::from(QUIET_SWEEPS) + 3)).await;
         assert_eq!(count.0.load(Ordering::SeqCst), 1, "only the parkable wait");
         assert_eq!(parks.check(&waker), Some(Ended::Park));
         assert_eq!(idle.check(&waker), None);
