@@ -14,17 +14,17 @@ pub fn check_value(value: &[u8]) -> Result<(), HttpError> {
 
 /// §8.3.1: a Host field beside `:authority` must name the same authority (compared without
 /// case, and without the scheme's default port).
-pub fn check_host(host: &[u8], authority: &str, scheme: Option<&str>) -> Result<(), HttpError> {
+pub fn check_host<'a>(
+    host: &'a [u8],
+    authority: &'a str,
+    scheme: Option<&str>,
+) -> Result<(), HttpError> {
     let default_port: &[u8] = match scheme {
         Some("https") => b":443",
         _ => b":80",
     };
-    let bare = |a: &[u8]| -> Vec<u8> {
-        a.strip_suffix(default_port)
-            .unwrap_or(a)
-            .to_ascii_lowercase()
-    };
-    if bare(host) != bare(authority.as_bytes()) {
+    let bare = |a: &'a [u8]| a.strip_suffix(default_port).unwrap_or(a);
+    if !bare(host).eq_ignore_ascii_case(bare(authority.as_bytes())) {
         return Err(bad("Host differs from :authority"));
     }
     Ok(())
