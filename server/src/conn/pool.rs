@@ -76,13 +76,15 @@ impl Drop for Buffer {
     }
 }
 
-fn take_buffer() -> Vec<u8> {
+/// An empty buffer of the pool's size, owned outright (an upstream's response head is read
+/// into one); [`give_buffer`] returns it.
+pub fn take_buffer() -> Vec<u8> {
     BUFFERS
         .with(|p| p.borrow_mut().pop())
         .unwrap_or_else(|| Vec::with_capacity(BUFFER_SIZE))
 }
 
-fn give_buffer(mut buf: Vec<u8>) {
+pub fn give_buffer(mut buf: Vec<u8>) {
     if buf.capacity() > MAX_POOLED_CAPACITY || buf.capacity() == 0 {
         return;
     }
