@@ -101,13 +101,15 @@ fn frames_and_streams() -> Vec<Case> {
             c.connection_error(&[PROTOCOL_ERROR])
         }),
         ("http2/5.1/5 half closed (remote): DATA", |c| {
-            c.get(1);
-            c.send_frame(DATA, END_STREAM, 1, b"test");
+            let mut both = c.get_frame(1);
+            both.extend(frame(DATA, END_STREAM, 1, b"test"));
+            c.send(&both);
             c.stream_error(&[STREAM_CLOSED])
         }),
         ("http2/5.1/6 half closed (remote): HEADERS", |c| {
-            c.get(1);
-            c.get(1);
+            let mut both = c.get_frame(1);
+            both.extend(c.get_frame(1));
+            c.send(&both);
             c.stream_error(&[STREAM_CLOSED])
         }),
         ("http2/5.1/7 half closed (remote): CONTINUATION", |c| {
@@ -226,8 +228,9 @@ fn frame_definitions() -> Vec<Case> {
             c.connection_error(&[PROTOCOL_ERROR])
         }),
         ("http2/6.1/2 DATA on a stream not open", |c| {
-            c.get(1);
-            c.send_frame(DATA, END_STREAM, 1, b"test");
+            let mut both = c.get_frame(1);
+            both.extend(frame(DATA, END_STREAM, 1, b"test"));
+            c.send(&both);
             c.stream_error(&[STREAM_CLOSED])
         }),
         ("http2/6.1/3 DATA with an invalid pad length", |c| {

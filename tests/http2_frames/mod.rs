@@ -247,8 +247,15 @@ impl Conn {
 
     /// A GET for `/` on `stream` that ends the stream, in one HEADERS frame.
     pub fn get(&mut self, stream: u32) {
+        let bytes = self.get_frame(stream);
+        self.send(&bytes);
+    }
+
+    /// The bytes of [`Conn::get`]'s frame, to send in one write with what follows it (so the
+    /// server meets the next frame with the stream still half-closed, not after answering).
+    pub fn get_frame(&mut self, stream: u32) -> Vec<u8> {
         let block = self.block(&self.request("GET"));
-        self.send_frame(HEADERS, END_HEADERS | END_STREAM, stream, &block);
+        frame(HEADERS, END_HEADERS | END_STREAM, stream, &block)
     }
 
     /// A POST for `/` with a content-length, its HEADERS frame leaving the stream open.
