@@ -107,7 +107,9 @@ fn a_full_worker_pool_gets_503_and_inline_routes_keep_answering() {
     // Occupy the pool's only place.
     let mut busy = srv.connect();
     busy.write_all(get("/slow").as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Time for it to reach the pool even on a machine busy with the rest of the suite (with
+    // 300 ms, the second request below once took the place first, under .ci/run).
+    std::thread::sleep(Duration::from_millis(1000));
     // Another worker request is refused at once, on a network thread that is not blocked,
     // and a request pipelined behind it is still answered ...
     let mut s = srv.connect();
