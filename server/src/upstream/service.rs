@@ -3,6 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::task::Poll;
 
 use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,6 +15,7 @@ use super::send_body::{BodyFail, StreamedBody};
 use super::state::{ActiveGuard, ServerState};
 use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
 use super::{pool, Backend};
+use crate::conn::wait::{Deadline, Waiting};
 
 /// Why an attempt failed.
 #[derive(Debug)]
@@ -124,15 +126,16 @@ pub async fn request(
             }
         })?;
     let tries = (backend.retries as usize + 1).min(list.servers.len());
-    let mut tried: Vec<usize> = Vec::with_capacity(tries);
+    // The servers that failed, for the next pick: allocated only when one does.
+    let mut tried: Vec<usize> = Vec::new();
     let mut last: Option<(&Arc<ServerState>, Fail)> = None;
     let mut next = Some(first);
     while let Some(i) = next {
-        tried.push(i);
         let server = &list.servers[i];
         match attempt(backend, server, &encoded, &mut streamed, safe).await {
             Ok(resp) => return Ok(resp),
             Err(fail) => {
+                tried.push(i);
                 tracing::warn!(backend = %backend.name, server = %server.name, "upstream attempt failed: {}", fail.describe());
                 let counts = !matches!(fail, Fail::Closed(_) | Fail::ClientBody(_));
                 if counts && server.record_failure(backend.max_fails, backend.fail_timeout) {
@@ -282,6 +285,9 @@ async fn exchange(
             });
         }
     }
+    // The thread's deadline table, not a tokio timer per read: arming it is two stores, and
+    // the network thread's sweep wakes it (up to one tick late) if the upstream stalls.
+    let deadline = Deadline::new();
     loop {
         if let Some(head) = take_head(&mut buf, req)? {
             return Ok(Exchanged {
@@ -293,9 +299,9 @@ async fn exchange(
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(8 * 1024);
         }
-        let n = tokio::time::timeout(backend.read_timeout, stream.read_buf(&mut buf))
+        let n = read_within(&deadline, &mut stream, &mut buf, backend.read_timeout)
             .await
-            .map_err(|_| Fail::ReadTimeout)?
+            .ok_or(Fail::ReadTimeout)?
             .map_err(|error| Fail::Read { error, got_bytes })?;
         if n == 0 {
             let error = io::Error::new(
@@ -306,6 +312,25 @@ async fn exchange(
         }
         got_bytes = true;
     }
+}
+
+/// Read what the connection has into `buf`; `None` when `deadline`'s wait of `read_timeout`
+/// (armed here: it runs from this read) ends first.
+async fn read_within(
+    deadline: &Deadline,
+    stream: &mut Conn,
+    buf: &mut Vec<u8>,
+    read_timeout: std::time::Duration,
+) -> Option<io::Result<usize>> {
+    deadline.arm(read_timeout, Waiting::Request);
+    std::future::poll_fn(|cx| match stream.poll_read_buf(cx, buf) {
+        Poll::Ready(read) => Poll::Ready(Some(read)),
+        Poll::Pending => match deadline.check(cx.waker()) {
+            Some(_) => Poll::Ready(None),
+            None => Poll::Pending,
+        },
+    })
+    .await
 }
 
 /// The final response head at the start of `buf`, once it is all there; interim (1xx)
