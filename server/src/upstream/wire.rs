@@ -270,9 +270,12 @@ pub fn parse_response(
     head_request: bool,
     upgrade: bool,
 ) -> Result<Parsed, &'static str> {
-    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut raw);
-    let len = match resp.parse(buf) {
+    // Left uninitialised: zeroing 128 headers cost more than parsing a small head.
+    let mut raw = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut resp, buf, &mut raw);
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
             return Err("response head too large")
@@ -424,6 +427,13 @@ mod tests {
             parse_response(b"HTTP/1.1 200 OK\r\n", false, false),
             Ok(Parsed::Partial)
         ));
+    }
+
+    #[test]
+    fn drops_every_hop_by_hop_response_header_in_any_case() {
+        let h = head(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nTE: x\r\nDATE: x\r\nserver: x\r\nTrailer: x\r\nUpgrade: x\r\nConnection: keep-alive\r\nKeep-Alive: x\r\nProxy-Connection: x\r\nPROXY-AUTHENTICATE: x\r\nX-Kept: 1\r\nServer-Timing: x\r\nContent-Type: text/plain\r\n\r\n");
+        let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
+        assert_eq!(names, ["X-Kept", "Server-Timing", "Content-Type"]);
     }
 
     #[test]
