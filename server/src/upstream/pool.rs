@@ -5,14 +5,16 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::conn::Conn;
 use super::state::{servers_gone, ServerState};
 
 struct Idle {
     stream: Conn,
-    since: Instant,
+    /// When it was put back, in the thread's coarse clock (`conn::wait::clock`, milliseconds
+    /// at the last sweep): no clock read per request.
+    since: u64,
 }
 
 struct ServerPool {
@@ -80,8 +82,12 @@ pub fn take(server: &Arc<ServerState>, max_idle: Duration, replayable: bool) -> 
     IDLE.with(|idle| {
         let mut pools = idle.borrow_mut();
         let list = pools.list(server);
+        // The coarse clock may lag a tick behind either end: counting one tick more never
+        // keeps a connection past `max_idle`.
+        let limit = max_idle.saturating_sub(crate::conn::wait::TICK).as_millis() as u64;
+        let now = crate::conn::wait::clock();
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < max_idle
+            if now.saturating_sub(c.since) < limit
                 && ((replayable && c.stream.quiet()) || still_open(&c.stream))
             {
                 return Some(c.stream);
@@ -104,7 +110,7 @@ pub fn put(server: &Arc<ServerState>, stream: Conn, limit: usize) {
         }
         list.push(Idle {
             stream,
-            since: Instant::now(),
+            since: crate::conn::wait::clock(),
         });
     })
 }
