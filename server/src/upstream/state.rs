@@ -104,6 +104,11 @@ impl ServerState {
         self.healthy.load(Ordering::Relaxed) && now >= self.down_until.load(Ordering::Relaxed)
     }
 
+    /// Healthy and never ejected (or back from it): any request may take it.
+    pub fn in_service(&self) -> bool {
+        self.is_healthy() && self.down_until.load(Ordering::Relaxed) == 0
+    }
+
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
     }
