@@ -128,7 +128,8 @@ impl Proxy {
     /// The target sent upstream: the route prefix replaced by `uri`, if set.
     fn target(&self, req: &Request<'_>) -> String {
         let Some(base) = &self.uri else {
-            return req.uri.to_string();
+            // Copied as it is (`to_string` went through `Display`: ~600 instructions more).
+            return req.uri.as_str().to_owned();
         };
         let info = req.path_info.as_str();
         let mut target = String::with_capacity(base.len() + info.len() + req.query.len() + 2);
