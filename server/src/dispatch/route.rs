@@ -451,14 +451,16 @@ async fn on_pool<T: Send + 'static>(
     };
     let (shared, peer) = (site.shared.clone(), site.peer.clone());
     let (index, info_start) = (site.index, site.info_start);
-    let job = move |ex: &mut Exchange| {
+    let job = move |ex: &mut Box<Exchange>| {
         let route = shared.router.route(index);
         ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
             step(route, req, resp)
         })
     };
-    match place.run(ex, job).await {
-        Some((ex, out)) => Ran::Done(ex, out),
+    // Boxed for the trip: the exchange is a few hundred bytes, copied at every move into the
+    // job, the task and back.
+    match place.run(Box::new(ex), job).await {
+        Some((ex, out)) => Ran::Done(*ex, out),
         None => Ran::Lost,
     }
 }

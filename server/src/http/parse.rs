@@ -306,43 +306,69 @@ fn split_target(method: &str, target: &str, span: Span) -> Result<(Span, Option<
 /// Remove the port, check the characters, lower-case when needed.
 pub(crate) fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
     let text = span.get(buf);
-    let without_port = if text.starts_with(b"[") {
-        find_byte(b']', text).ok_or(bad("bad IPv6 host"))? + 1
+    // One pass over a name (the usual host): each byte's class says allowed, upper-case, or
+    // the colon before the port. An IPv6 literal ends at its bracket instead.
+    let (without_port, upper) = if text.starts_with(b"[") {
+        let end = find_byte(b']', text).ok_or(bad("bad IPv6 host"))? + 1;
+        (end, classify(&text[..end], false)?.1)
     } else {
-        find_byte(b':', text).unwrap_or(text.len())
+        classify(text, true)?
     };
     check_port(&text[without_port..])?;
-    let host = &text[..without_port];
-    // One pass: every byte allowed, and whether any is upper-case.
-    let mut upper = false;
-    for &b in host {
-        if !HOST_BYTE[b as usize] {
-            return Err(bad("invalid characters in Host"));
-        }
-        upper |= b.is_ascii_uppercase();
-    }
     head.host = span.sub(0, without_port);
     if upper {
+        let host = &text[..without_port];
         head.host_lower = Some(String::from_utf8_lossy(host).to_ascii_lowercase());
     }
     Ok(())
 }
 
-/// Bytes allowed in a Host: letters, digits and RFC 3986 unreserved, sub-delims, `%`, and the
-/// brackets and colons of an IPv6 literal.
-static HOST_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
+/// Classes of the bytes of a Host (RFC 3986 reg-name, IP literal, port).
+const BAD: u8 = 0;
+const HOST: u8 = 1;
+const UPPER: u8 = 2;
+const COLON: u8 = 3;
+
+/// Check `host` (up to its first colon when `to_colon`): how far it went, and whether a byte
+/// is upper-case.
+#[inline]
+fn classify(host: &[u8], to_colon: bool) -> Result<(usize, bool), HttpError> {
+    let mut upper = false;
+    for (i, &b) in host.iter().enumerate() {
+        match HOST_CLASS[b as usize] {
+            HOST => {}
+            UPPER => upper = true,
+            COLON if to_colon => return Ok((i, upper)),
+            COLON => {}
+            _ => return Err(bad("invalid characters in Host")),
+        }
+    }
+    Ok((host.len(), upper))
+}
+
+/// The class of each byte in a Host: letters, digits and RFC 3986 unreserved, sub-delims,
+/// `%`, and the brackets and colons of an IPv6 literal are allowed.
+static HOST_CLASS: [u8; 256] = {
+    let mut table = [BAD; 256];
     let mut b = 0;
     while b < 256 {
-        table[b] = (b as u8).is_ascii_alphanumeric();
+        let c = b as u8;
+        table[b] = if c.is_ascii_uppercase() {
+            UPPER
+        } else if c.is_ascii_alphanumeric() {
+            HOST
+        } else {
+            BAD
+        };
         b += 1;
     }
-    let extra = b"-._~!$&'()*+,;=%[]:";
+    let extra = b"-._~!$&'()*+,;=%[]";
     let mut i = 0;
     while i < extra.len() {
-        table[extra[i] as usize] = true;
+        table[extra[i] as usize] = HOST;
         i += 1;
     }
+    table[b':' as usize] = COLON;
     table
 };
 
@@ -520,6 +546,32 @@ mod tests {
         assert!(
             !ok("GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n").keep_alive
         );
+    }
+
+    #[test]
+    fn host_port_case_and_characters() {
+        let host = |h: &str| {
+            let raw = format!("GET / HTTP/1.1\r\nHost: {h}\r\n\r\n");
+            parse(raw.as_bytes(), &limits()).map(|head| {
+                let head = head.expect("complete");
+                head.host(raw.as_bytes()).to_owned()
+            })
+        };
+        assert_eq!(host("a.org"), Ok("a.org".into()));
+        assert_eq!(host("A.Org:8080"), Ok("a.org".into()));
+        assert_eq!(host("127.0.0.1:80"), Ok("127.0.0.1".into()));
+        assert_eq!(host("[::1]:443"), Ok("[::1]".into()));
+        assert_eq!(host("[FE80::A]"), Ok("[fe80::a]".into()));
+        assert_eq!(host("a%2Eb~c"), Ok("a%2eb~c".into()));
+        let reason = |h: &str| host(h).unwrap_err().reason;
+        assert_eq!(reason("a/b"), "invalid characters in Host");
+        assert_eq!(reason("a\"b"), "invalid characters in Host");
+        assert_eq!(reason("[::1"), "bad IPv6 host");
+        assert_eq!(reason("[::1/]"), "invalid characters in Host");
+        assert_eq!(reason("a:8x"), "bad port in Host");
+        assert_eq!(reason("a:1:2"), "bad port in Host");
+        assert_eq!(reason("a:123456"), "bad port in Host");
+        assert_eq!(reason("[::1]x"), "bad port in Host");
     }
 
     #[test]
