@@ -37,17 +37,35 @@ pub fn html_into(text: &str, out: &mut String) {
 /// assert_eq!(href, "/click?dest=a%26b%3Dc%20d%2F%C3%A9");
 /// ```
 pub fn url_component_into(text: &str, out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in text.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 15)] as char);
-        }
+    // SAFETY: only ASCII is pushed (runs of unreserved bytes and `%XX`), so `out` stays UTF-8.
+    let out = unsafe { out.as_mut_vec() };
+    out.reserve(text.len());
+    let mut rest = text.as_bytes();
+    loop {
+        // The run of bytes that stay as they are, copied at once; then one byte escaped.
+        let run = rest
+            .iter()
+            .position(|&b| !UNRESERVED[b as usize])
+            .unwrap_or(rest.len());
+        out.extend_from_slice(&rest[..run]);
+        let Some(&b) = rest.get(run) else { break };
+        out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        rest = &rest[run + 1..];
     }
 }
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// RFC 3986 unreserved characters: `A-Z a-z 0-9 - . _ ~`.
+static UNRESERVED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = (b as u8).is_ascii_alphanumeric() || matches!(b as u8, b'-' | b'.' | b'_' | b'~');
+        b += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests {
@@ -70,5 +88,25 @@ mod tests {
             .all(|b| b.is_ascii_alphanumeric() || b"%-._~".contains(&b)));
         let decoded = crate::params::Params::parse_strict(&format!("q={out}")).unwrap();
         assert_eq!(decoded.get("q"), Some(text));
+    }
+
+    #[test]
+    fn url_component_escapes_exactly_the_reserved_bytes() {
+        let all: Vec<u8> = (0..128u8).collect();
+        let text = std::str::from_utf8(&all).unwrap();
+        let mut out = String::from("kept>");
+        url_component_into(text, &mut out);
+        let mut expected = String::from("kept>");
+        for b in 0..128u8 {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                expected.push(b as char);
+            } else {
+                expected.push_str(&format!("%{b:02X}"));
+            }
+        }
+        assert_eq!(out, expected);
+        out.clear();
+        url_component_into("é", &mut out);
+        assert_eq!(out, "%C3%A9");
     }
 }

@@ -2,11 +2,33 @@
 
 /// A header name: a non-empty RFC 9110 token.
 pub fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    // Folded without an early exit over a table, not a branch per byte: subrequests check
+    // each header they carry.
+    !name.is_empty() && name.bytes().fold(true, |ok, b| ok & TOKEN[b as usize])
 }
+
+/// A byte of an RFC 9110 token (`tchar`).
+#[inline]
+pub fn is_token_byte(b: u8) -> bool {
+    TOKEN[b as usize]
+}
+
+/// `tchar`: ASCII letters and digits and ``!#$%&'*+-.^_`|~``.
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let punct = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < punct.len() {
+        t[punct[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// A header value: visible characters, spaces and tabs, no leading or trailing whitespace
 /// (so no CR, LF or NUL can split a response).
@@ -69,6 +91,21 @@ mod tests {
         assert!(check_header("Content-Length", "5").is_err());
         assert!(check_header("x-a", "").is_ok());
         assert!(is_field_value("a\tb ü"));
+    }
+
+    #[test]
+    fn the_token_table_is_tchar() {
+        for b in 0..=255u8 {
+            let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(is_token_byte(b), tchar, "byte {b}");
+            let s = [b];
+            if let Ok(s) = std::str::from_utf8(&s) {
+                assert_eq!(is_token(s), tchar, "byte {b}");
+                assert_eq!(is_token(&format!("X-{s}-y")), tchar, "byte {b}");
+            }
+        }
+        assert!(is_token("X-Osprey-SSI-Vars"));
+        assert!(!is_token("caf\u{e9}"));
     }
 }
 

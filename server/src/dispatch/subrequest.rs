@@ -5,6 +5,7 @@
 //! depth, count per client request, and loops. A subrequest shares its client request's id
 //! (as nginx's do) and its head is written, never parsed.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -25,7 +26,9 @@ use super::{
     dispatch_now, finish, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer, Routed,
 };
 use crate::config::Limits;
-use crate::http::parse::{Head, Span, MAX_HEADERS};
+use crate::conn::pool;
+use crate::http::parse::{read_host, HostRead, Span, MAX_HEADERS};
+use crate::http::HttpError;
 use crate::request_id::RequestId;
 use crate::server::Shared;
 
@@ -153,6 +156,8 @@ struct CoreParent {
     shared: Arc<Shared>,
     peer: Arc<Peer>,
     host: String,
+    /// `host` checked once, for the subrequests that carry it (those that name no other).
+    host_read: Result<HostRead, HttpError>,
     lineage: Arc<Lineage>,
 }
 
@@ -186,6 +191,7 @@ fn current_parent(
         shared,
         peer,
         host: host.to_owned(),
+        host_read: read_host(host.as_bytes()),
         lineage: lineage.clone(),
     })
 }
@@ -193,19 +199,23 @@ fn current_parent(
 impl SubrequestParent for CoreParent {
     fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
         let uri = target.uri.as_str();
-        let host = match target.host.as_str() {
-            "" => self.host.clone(),
-            other => other.to_ascii_lowercase(),
-        };
-        if let Err(why) = check_target(uri, &host, &target) {
+        if let Err(why) = check_target(uri, &target) {
             return refused(400, format!("subrequest to {uri:?} refused: {why}"));
         }
+        let (host, host_read) = match target_host((&self.host, &self.host_read), &target) {
+            Ok(host) => host,
+            Err(e) => {
+                let why = format!("subrequest to {uri:?} refused: {}", e.reason);
+                return refused(e.status, why);
+            }
+        };
         let lineage = match self.lineage.child(&host, uri, &self.shared.config.limits) {
             Ok(lineage) => Arc::new(lineage),
             Err(message) => return refused(500, message),
         };
         let started = start_clock();
-        let ex = match exchange(&self.shared.config.limits, uri, &host, &target, lineage) {
+        let limits = &self.shared.config.limits;
+        let ex = match exchange(limits, uri, (&host, host_read), &target, lineage) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
         };
@@ -249,14 +259,28 @@ pub extern "C" fn host_subrequest_parent(
         .into()
 }
 
+/// The subrequest's Host and its check: the parent's, checked once for all its subrequests,
+/// or the one it names (another vhost), lower-cased and checked now.
+fn target_host<'p>(
+    (host, read): (&'p str, &Result<HostRead, HttpError>),
+    target: &SubrequestTarget,
+) -> Result<(Cow<'p, str>, HostRead), HttpError> {
+    match target.host.as_str() {
+        "" => Ok((Cow::Borrowed(host), read.clone()?)),
+        named => {
+            let named = named.to_ascii_lowercase();
+            let read = read_host(named.as_bytes())?;
+            Ok((Cow::Owned(named), read))
+        }
+    }
+}
+
 /// No bytes that would make the request line or a header say something else, and no body.
-fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), &'static str> {
+/// (The host is checked apart, as a Host header: [`read_host`].)
+fn check_target(uri: &str, target: &SubrequestTarget) -> Result<(), &'static str> {
     let clean = |s: &str| !s.bytes().any(|b| b <= b' ' || b == 0x7f);
     if !uri.starts_with('/') || !clean(uri) {
         return Err("the URI must be a path (and query) without spaces or control bytes");
-    }
-    if !clean(host) || host.contains('/') {
-        return Err("the host is not a host name");
     }
     for h in target.headers.iter() {
         if !is_token(&h.name) || !is_field_value(h.value.trim_matches([' ', '\t'])) {
@@ -274,11 +298,12 @@ fn check_target(uri: &str, host: &str, target: &SubrequestTarget) -> Result<(), 
 
 /// The subrequest as the pipeline takes it: its head in HTTP/1.1 form (the request view and
 /// the access log read those bytes), its spans noted as the bytes are written, not parsed
-/// back; the limits on a client's head apply.
+/// back; the limits on a client's head apply. `host` comes with its check, [`read_host`]'s.
+/// The head is the thread's pooled one (given back by [`ended`]).
 fn exchange(
     limits: &Limits,
     uri: &str,
-    host: &str,
+    (host, host_read): (&str, HostRead),
     target: &SubrequestTarget,
     lineage: Arc<Lineage>,
 ) -> Result<Exchange, SubrequestError> {
@@ -288,8 +313,9 @@ fn exchange(
         .map(|h| h.name.len() + h.value.len() + 4)
         .sum();
     let mut buf = Vec::with_capacity(32 + uri.len() + host.len() + fields);
-    // Sized in place: a head is large, and is not moved into its box.
-    let mut head = Box::<Head>::default();
+    // A head is large (room for every header): the thread's pooled one, emptied.
+    let mut head = pool::take_head();
+    head.reset();
     let put = |buf: &mut Vec<u8>, bytes: &[u8]| {
         let start = buf.len() as u32;
         buf.extend_from_slice(bytes);
@@ -345,12 +371,7 @@ fn exchange(
         let why = format!("subrequest to {uri} refused: request headers too large");
         return Err(error(431, why));
     }
-    crate::http::parse::set_host(&mut head, &buf, host_span).map_err(|e| {
-        error(
-            e.status,
-            format!("subrequest to {uri} refused: {}", e.reason),
-        )
-    })?;
+    host_read.set(&mut head, host_span);
     Ok(Exchange {
         buf,
         head,
@@ -386,7 +407,10 @@ fn ended(
         set_cookies: &[],
     });
     match ex {
-        Some(ex) => Ok(ex.resp),
+        Some(ex) => {
+            pool::give_head(ex.head);
+            Ok(ex.resp)
+        }
         None => Err(error(500, "the subrequest's worker job failed".into())),
     }
 }
@@ -462,6 +486,21 @@ mod tests {
         }
     }
 
+    /// `host` with its check.
+    fn checked(host: &str) -> (&str, HostRead) {
+        (host, read_host(host.as_bytes()).unwrap())
+    }
+
+    /// A client's head left in the thread's pool: every field differs from a subrequest's.
+    fn dirty_pooled_head() {
+        let buf = b"POST http://Other.Example:81/x/y?z=1 HTTP/1.0\r\nContent-Length: 3\r\n\
+                    Expect: 100-continue\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\nabc";
+        let head = crate::http::parse::parse(buf, &Limits::default())
+            .unwrap()
+            .unwrap();
+        pool::give_head(Box::new(head));
+    }
+
     #[test]
     fn the_written_head_is_the_one_the_parser_reads() {
         let limits = Limits::default();
@@ -473,7 +512,9 @@ mod tests {
         ] {
             let t = target(uri, &headers);
             let lineage = root(&limits);
-            let ex = exchange(&limits, uri, host, &t, lineage).unwrap();
+            // The head is the pooled one, emptied of the last request's fields.
+            dirty_pooled_head();
+            let ex = exchange(&limits, uri, checked(host), &t, lineage).unwrap();
             let parsed = crate::http::parse::parse(&ex.buf, &limits)
                 .unwrap()
                 .unwrap();
@@ -491,35 +532,72 @@ mod tests {
         let root = root(&limits);
         let t = target("/f", &[]);
         let child = Arc::new(root.child("h", "/f", &limits).unwrap());
-        let ex = exchange(&limits, "/f", "h", &t, child).unwrap();
+        let ex = exchange(&limits, "/f", checked("h"), &t, child).unwrap();
         assert_eq!(ex.id.text(&ex.buf), root.id.text(b""));
     }
 
     #[test]
     fn bad_targets_are_refused() {
         let limits = Limits::default();
-        let refused = |uri: &str, host: &str, headers: &[(&str, &str)]| {
-            check_target(uri, host, &target(uri, headers)).is_err()
-        };
-        assert!(!refused("/ok?q", "h", &[("X-A", "b c")]));
-        assert!(refused("/a b", "h", &[]));
-        assert!(refused("a", "h", &[]));
-        assert!(refused("/a", "h/x", &[]));
-        assert!(refused("/a", "h", &[("X A", "b")]));
-        assert!(refused("/a", "h", &[("X-A", "b\0")]));
-        assert!(refused("/a", "h", &[("Content-Length", "5")]));
-        assert!(refused("/a", "h", &[("transfer-encoding", "chunked")]));
+        let refused =
+            |uri: &str, headers: &[(&str, &str)]| check_target(uri, &target(uri, headers)).is_err();
+        assert!(!refused("/ok?q", &[("X-A", "b c")]));
+        assert!(refused("/a b", &[]));
+        assert!(refused("a", &[]));
+        assert!(refused("/a", &[("X A", "b")]));
+        assert!(refused("/a", &[("X-A", "b\0")]));
+        assert!(refused("/a", &[("Content-Length", "5")]));
+        assert!(refused("/a", &[("transfer-encoding", "chunked")]));
         // The limits on a client's head apply.
         let long = format!("/{}", "a".repeat(limits.max_request_line));
-        let err = exchange(&limits, &long, "h", &target(&long, &[]), root(&limits));
+        let err = exchange(
+            &limits,
+            &long,
+            checked("h"),
+            &target(&long, &[]),
+            root(&limits),
+        );
         assert_eq!(err.err().map(|e| e.status), Some(414));
         let many: Vec<(String, String)> = (0..limits.max_headers)
             .map(|i| (format!("X-{i}"), "v".into()))
             .collect();
         let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-        let err = exchange(&limits, "/m", "h", &target("/m", &many), root(&limits));
+        let err = exchange(
+            &limits,
+            "/m",
+            checked("h"),
+            &target("/m", &many),
+            root(&limits),
+        );
         assert_eq!(err.err().map(|e| e.status), Some(431));
-        let err = exchange(&limits, "/m", "h:x", &target("/m", &[]), root(&limits));
-        assert_eq!(err.err().map(|e| e.status), Some(400));
+    }
+
+    #[test]
+    fn the_parents_host_is_checked_once_and_another_vhost_on_its_own() {
+        let to = |host: &str| SubrequestTarget {
+            host: host.into(),
+            ..target("/f", &[])
+        };
+        let parent = ("www.example", &read_host(b"www.example"));
+        // No host named: the parent's, with its check.
+        let (host, read) = target_host(parent, &to("")).unwrap();
+        assert_eq!((&*host, &read), ("www.example", parent.1.as_ref().unwrap()));
+        // Another vhost: lower-cased and checked, whatever the parent's check said.
+        let limits = Limits::default();
+        let (host, read) = target_host(parent, &to("Other.Example:8080")).unwrap();
+        let ex = exchange(&limits, "/f", (&host, read), &to(""), root(&limits)).unwrap();
+        assert_eq!(ex.head.host(&ex.buf), "other.example");
+        for bad in ["h:x", "a b", "h/x", "h\r\nX: 1", "[::1"] {
+            let err = target_host(parent, &to(bad)).err();
+            assert_eq!(err.map(|e| e.status), Some(400), "{bad:?}");
+        }
+        // A parent whose host failed its check: its subrequests are refused, not those
+        // naming a good host.
+        let broken = ("a b", &read_host(b"a b"));
+        assert_eq!(
+            target_host(broken, &to("")).err().map(|e| e.status),
+            Some(400)
+        );
+        assert!(target_host(broken, &to("ok.example")).is_ok());
     }
 }

@@ -2,6 +2,8 @@
 //! request-line and header error is named, with the status RFC 9112 (and nginx) give it —
 //! 400 for a malformed line, 414 for a long one, 505 for an HTTP version other than 1.x.
 
+use osprey_sdk::fields::is_token_byte;
+
 use super::{bad, HttpError};
 
 /// The error for `data` (a head from its request line on) that httparse refused with `e`.
@@ -50,7 +52,7 @@ fn request_line(line: &[u8]) -> Option<HttpError> {
     if method.is_empty() {
         return Some(bad("request line starts with a space"));
     }
-    if !method.iter().all(|&b| is_tchar(b)) {
+    if !method.iter().all(|&b| is_token_byte(b)) {
         return Some(bad("invalid character in the method"));
     }
     if rest.first() == Some(&b' ') {
@@ -124,7 +126,7 @@ fn header_line(line: &[u8]) -> Option<HttpError> {
     if matches!(name[name.len() - 1], b' ' | b'\t') {
         return Some(bad("whitespace between a header name and its colon"));
     }
-    if !name.iter().all(|&b| is_tchar(b)) {
+    if !name.iter().all(|&b| is_token_byte(b)) {
         return Some(bad("invalid character in a header name"));
     }
     if value.contains(&b'\r') {
@@ -137,11 +139,6 @@ fn header_line(line: &[u8]) -> Option<HttpError> {
         return Some(bad("control character in a header value"));
     }
     None
-}
-
-/// RFC 9110 §5.6.2 token characters.
-pub fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]

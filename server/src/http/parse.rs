@@ -112,6 +112,25 @@ impl Head {
     }
 }
 
+impl Head {
+    /// Forget a previous request's fields (a pooled head is reused; its header array is not
+    /// rewritten, only emptied).
+    pub fn reset(&mut self) {
+        self.len = 0;
+        self.method = Span::default();
+        self.uri = Span::default();
+        self.path = Span::default();
+        self.query = Span::default();
+        self.minor = 1;
+        self.headers.clear();
+        self.host = Span::default();
+        self.host_lower = None;
+        self.body = BodyFraming::None;
+        self.keep_alive = true;
+        self.expect_continue = false;
+    }
+}
+
 impl Default for Head {
     fn default() -> Self {
         Head {
@@ -179,18 +198,11 @@ pub fn parse_from(
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
     let minor = req.version.unwrap_or(1);
+    head.reset();
     head.len = from + skip + len;
     head.method = Span::of(buf, method.as_bytes());
-    head.uri = Span::default();
-    head.path = Span::default();
-    head.query = Span::default();
     head.minor = minor;
-    head.headers.clear();
-    head.host = Span::default();
-    head.host_lower = None;
-    head.body = BodyFraming::None;
     head.keep_alive = minor == 1;
-    head.expect_continue = false;
     let target_span = Span::of(buf, target.as_bytes());
     let (uri, uri_host) = split_target(method, target, target_span)?;
     head.uri = uri;
@@ -304,8 +316,30 @@ fn split_target(method: &str, target: &str, span: Span) -> Result<(Span, Option<
 }
 
 /// Remove the port, check the characters, lower-case when needed.
-pub(crate) fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
-    let text = span.get(buf);
+fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), HttpError> {
+    read_host(span.get(buf))?.set(head, span);
+    Ok(())
+}
+
+/// A Host value checked: the length of its host (the port cut off) and the host lower-cased
+/// when it had upper-case letters. A request keeps its own for its subrequests, which carry
+/// the same Host: it is read once per page, not once per include.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRead {
+    len: usize,
+    lower: Option<String>,
+}
+
+impl HostRead {
+    /// Make `head`'s host the one at `span`, which holds the bytes this was read from.
+    pub fn set(self, head: &mut Head, span: Span) {
+        head.host = span.sub(0, self.len);
+        head.host_lower = self.lower;
+    }
+}
+
+/// Check a Host value (RFC 3986 host, optional port).
+pub fn read_host(text: &[u8]) -> Result<HostRead, HttpError> {
     // One pass over a name (the usual host): each byte's class says allowed, upper-case, or
     // the colon before the port. An IPv6 literal ends at its bracket instead.
     let (without_port, upper) = if text.starts_with(b"[") {
@@ -315,12 +349,11 @@ pub(crate) fn set_host(head: &mut Head, buf: &[u8], span: Span) -> Result<(), Ht
         classify(text, true)?
     };
     check_port(&text[without_port..])?;
-    head.host = span.sub(0, without_port);
-    if upper {
-        let host = &text[..without_port];
-        head.host_lower = Some(String::from_utf8_lossy(host).to_ascii_lowercase());
-    }
-    Ok(())
+    let lower = upper.then(|| String::from_utf8_lossy(&text[..without_port]).to_ascii_lowercase());
+    Ok(HostRead {
+        len: without_port,
+        lower,
+    })
 }
 
 /// Classes of the bytes of a Host (RFC 3986 reg-name, IP literal, port).
@@ -394,7 +427,7 @@ fn transfer_codings(v: &[u8], chunked: &mut bool) -> Result<(), HttpError> {
             .next()
             .unwrap_or(coding)
             .trim_ascii();
-        if name.is_empty() || !name.iter().all(|&b| super::diagnose::is_tchar(b)) {
+        if name.is_empty() || !name.iter().all(|&b| osprey_sdk::fields::is_token_byte(b)) {
             return Err(bad("malformed Transfer-Encoding"));
         }
         if !coding.eq_ignore_ascii_case(b"chunked") {

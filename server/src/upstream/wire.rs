@@ -2,6 +2,7 @@
 //! (RFC 9112: no CL+TE, one `chunked` coding at most, agreeing Content-Lengths, bounded size).
 
 use osprey_sdk::abi_stable::std_types::RCowStr;
+use osprey_sdk::fields::is_token_byte;
 use osprey_sdk::{HeaderPair, UpstreamRequest};
 
 use super::send_body::StreamedBody;
@@ -99,7 +100,7 @@ impl Encoded {
         host: &str,
     ) -> Result<(Encoded, Option<StreamedBody>), &'static str> {
         let method = req.method.as_str();
-        if method.is_empty() || !method.bytes().all(is_token) {
+        if method.is_empty() || !method.bytes().all(is_token_byte) {
             return Err("bad request method");
         }
         let target = req.target.as_str();
@@ -224,10 +225,6 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b": ");
     out.extend_from_slice(value.as_bytes());
     out.extend_from_slice(b"\r\n");
-}
-
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// How the response body is delimited.
