@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::thread::ThreadId;
@@ -231,7 +232,8 @@ const GATHER: usize = 64 * 1024;
 /// One piece of a composite body.
 enum Piece {
     Bytes(RVec<u8>),
-    Shared(RArc<RVec<u8>>),
+    /// A part of bytes shared with a cache or a kept document, sent from there.
+    Shared(RArc<RVec<u8>>, Range<usize>),
     File(FileRange),
     /// A subrequest, then its answer once it came.
     Fetch(Fetch),
@@ -251,7 +253,10 @@ impl Piece {
         match body {
             Body::Empty | Body::Upgrade(_) => None,
             Body::Bytes(b) => Some(Piece::Bytes(b)),
-            Body::Shared(b) => Some(Piece::Shared(b)),
+            Body::Shared(b) => {
+                let all = 0..b.len();
+                Some(Piece::Shared(b, all))
+            }
             Body::File(f) => Some(Piece::File(f)),
             Body::Stream(stream) => Some(Piece::Stream {
                 stream,
@@ -293,8 +298,13 @@ impl Default for Composite {
 impl Composite {
     /// No pieces; the marker is [`DEFAULT_ERROR_MARKER`].
     pub fn new() -> Composite {
+        Composite::with_capacity(0)
+    }
+
+    /// [`new`](Composite::new) with room for `pieces` pieces (a page whose parts are known).
+    pub fn with_capacity(pieces: usize) -> Composite {
         Composite {
-            pieces: VecDeque::new(),
+            pieces: VecDeque::with_capacity(pieces),
             marker: DEFAULT_ERROR_MARKER.to_vec().into(),
         }
     }
@@ -313,7 +323,8 @@ impl Composite {
 
     /// Literal bytes shared with a cache.
     pub fn shared(mut self, bytes: RArc<RVec<u8>>) -> Composite {
-        self.pieces.push_back(Piece::Shared(bytes));
+        let all = 0..bytes.len();
+        self.push_shared(&bytes, all);
         self
     }
 
@@ -334,6 +345,15 @@ impl Composite {
         let bytes: Vec<u8> = bytes.into();
         if !bytes.is_empty() {
             self.pieces.push_back(Piece::Bytes(bytes.into()));
+        }
+    }
+
+    /// The bytes of `range` in `bytes`, kept by reference (not copied) until they are sent:
+    /// e.g. the text of a kept document between its directives. Panics if `range` is not
+    /// within `bytes`, as slicing would.
+    pub fn push_shared(&mut self, bytes: &RArc<RVec<u8>>, range: Range<usize>) {
+        if !bytes[range.clone()].is_empty() {
+            self.pieces.push_back(Piece::Shared(bytes.clone(), range));
         }
     }
 
@@ -402,7 +422,7 @@ impl Composite {
         for piece in &self.pieces {
             n += match piece {
                 Piece::Bytes(b) => b.len(),
-                Piece::Shared(b) => b.len(),
+                Piece::Shared(_, range) => range.len(),
                 Piece::File(f) => f.len.min(FILE_CHUNK) as usize,
                 Piece::Answer(_, Ok(r)) if r.status == 200 => match &r.body {
                     Body::Stream(_) => break,
@@ -446,7 +466,7 @@ impl Composite {
             };
             match piece {
                 Piece::Bytes(b) => out.extend_from_slice(&b),
-                Piece::Shared(b) => out.extend_from_slice(&b),
+                Piece::Shared(b, range) => out.extend_from_slice(&b[range]),
                 Piece::File(range) => {
                     if range.len == 0 {
                         continue;
@@ -584,6 +604,15 @@ mod tests {
         let shared = RArc::new(RVec::from(b"b".to_vec()));
         let all = Composite::new().bytes("a").shared(shared).ready_now();
         assert_eq!(all.ok().unwrap().as_slice(), b"ab");
+        // Parts of shared bytes, in order, an empty one left out.
+        let doc = RArc::new(RVec::from(b"<p>text</p>".to_vec()));
+        let mut page = Composite::with_capacity(3);
+        page.push_shared(&doc, 3..7);
+        page.push_shared(&doc, 0..0);
+        page.push_bytes("|");
+        page.push_shared(&doc, 0..3);
+        assert_eq!(page.pieces.len(), 3);
+        assert_eq!(page.ready_now().ok().unwrap().as_slice(), b"text|<p>");
         assert!(Composite::new().ready_now().ok().unwrap().is_empty());
 
         // A piece that waits: the bytes before it stay first, nothing after it goes.

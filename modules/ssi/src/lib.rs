@@ -203,10 +203,7 @@ impl Filter for Ssi {
                     return;
                 }
             };
-            self.send(
-                page::assemble(&parent, path, vars, &doc, &self.marker),
-                resp,
-            );
+            self.send(page::assemble(&parent, path, vars, doc, &self.marker), resp);
         }
         // The page is no longer the document those describe.
         for h in ["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"] {

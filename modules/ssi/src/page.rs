@@ -1,6 +1,7 @@
 //! A document's directives carried out: text and includes in order as one composite body,
 //! `set` and `echo` evaluated as they come.
 
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use osprey_sdk::escape::{html_into, url_component_into};
 use osprey_sdk::host;
 use osprey_sdk::subrequest::Parent;
@@ -48,25 +49,28 @@ pub fn parts(doc: &[u8]) -> Vec<Part> {
 }
 
 /// The page for `doc`, served at `path` with `vars`; includes are started for `parent`.
-pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: &[u8], marker: &str) -> Composite {
-    assemble_parts(parent, path, vars, doc, &parts(doc), marker)
+pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: Vec<u8>, marker: &str) -> Composite {
+    let parts = parts(&doc);
+    let doc = RArc::new(RVec::from(doc));
+    assemble_parts(parent, path, vars, &doc, &parts, marker)
 }
 
-/// [`assemble`] for a document already split into `parts`.
+/// [`assemble`] for a document already split into `parts`. Its text goes out from `doc`
+/// itself (shared, not copied into the page).
 pub fn assemble_parts(
     parent: &Parent,
     path: &str,
     mut vars: Vars,
-    doc: &[u8],
+    doc: &RArc<RVec<u8>>,
     parts: &[Part],
     marker: &str,
 ) -> Composite {
-    let mut page = Composite::new().error_marker(marker.as_bytes().to_vec());
+    let mut page = Composite::with_capacity(parts.len()).error_marker(marker.as_bytes().to_vec());
     // The variables as includes carry them, encoded once until a `set` changes them.
     let mut encoded: Option<String> = None;
     for part in parts {
         match part {
-            Part::Text(range) => page.push_bytes(&doc[range.clone()]),
+            Part::Text(range) => page.push_shared(doc, range.clone()),
             Part::Broken { at, why } => {
                 host::warn(&format!("ssi: {} at byte {at}: {why}", path));
                 page.push_bytes(marker.as_bytes());
@@ -165,7 +169,7 @@ mod tests {
                 &parent,
                 &req.path,
                 vars,
-                doc.as_bytes(),
+                doc.as_bytes().to_vec(),
                 "<!--E-->",
             ))
         });

@@ -67,7 +67,7 @@ impl BodyStream for SsiStream {
                 FfiPoll::Ready(ROption::RNone) => {
                     let vars = self.vars.take().unwrap_or_default();
                     let doc = std::mem::take(&mut self.doc);
-                    self.page = Some(assemble(&self.parent, &self.path, vars, &doc, &self.marker));
+                    self.page = Some(assemble(&self.parent, &self.path, vars, doc, &self.marker));
                 }
             }
         }
