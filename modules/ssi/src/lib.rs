@@ -156,9 +156,7 @@ impl Filter for Ssi {
         let switched = sent.any(|v| v.trim().eq_ignore_ascii_case("on"));
         // (Removing rebuilds the header list: only when there is one to remove.)
         if present {
-            for h in SWITCHES {
-                resp.remove_header(h);
-            }
+            resp.remove_headers(&SWITCHES);
         }
         if resp.status != 200 || !(switched || self.on_for_request(req)) {
             return;
@@ -206,9 +204,7 @@ impl Filter for Ssi {
             self.send(page::assemble(&parent, path, vars, doc, &self.marker), resp);
         }
         // The page is no longer the document those describe.
-        for h in ["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"] {
-            resp.remove_header(h);
-        }
+        resp.remove_headers(&["ETag", "Last-Modified", "Accept-Ranges", "Content-Length"]);
     }
 }
 
