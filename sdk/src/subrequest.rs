@@ -23,7 +23,6 @@ use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::thread::ThreadId;
 
 use abi_stable::{
     sabi_trait,
@@ -159,7 +158,7 @@ pub struct Fetch {
     /// The target, for log lines.
     uri: String,
     future: Option<SubrequestFuture>,
-    thread: ThreadId,
+    thread: u64,
 }
 
 // SAFETY: the future is only polled or dropped on the thread that created it (checked above
@@ -171,7 +170,7 @@ impl Fetch {
         Fetch {
             uri,
             future: Some(future),
-            thread: std::thread::current().id(),
+            thread: thread_number(),
         }
     }
 
@@ -181,8 +180,25 @@ impl Fetch {
     }
 
     fn on_its_thread(&self) -> bool {
-        std::thread::current().id() == self.thread
+        thread_number() == self.thread
     }
+}
+
+/// A number for the calling thread, never given to another (as a `ThreadId`, whose
+/// `thread::current()` costs a reference count taken and dropped at each use).
+fn thread_number() -> u64 {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static NUMBER: Cell<u64> = const { Cell::new(0) });
+    NUMBER.with(|n| match n.get() {
+        0 => {
+            let new = NEXT.fetch_add(1, Ordering::Relaxed);
+            n.set(new);
+            new
+        }
+        known => known,
+    })
 }
 
 impl Future for Fetch {
@@ -597,6 +613,32 @@ mod tests {
 
     fn poll(page: &mut Composite) -> Poll<Option<Result<RVec<u8>, RString>>> {
         page.poll_gathered(&mut Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn a_fetch_is_polled_only_on_its_thread() {
+        let ready = || {
+            let answer = async { RResult::ROk(Response::default()) };
+            Fetch::new("/f".into(), LocalFfiFuture::new(answer))
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut here = ready();
+        assert!(matches!(
+            Pin::new(&mut here).poll(&mut cx),
+            Poll::Ready(Ok(_))
+        ));
+        let mut there = ready();
+        let (refused, number) = std::thread::spawn(move || {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let got = Pin::new(&mut there).poll(&mut cx);
+            let refused = matches!(got, Poll::Ready(Err(e)) if e.message.contains("off its"));
+            (refused, thread_number())
+        })
+        .join()
+        .unwrap();
+        assert!(refused, "polled on another thread");
+        assert_ne!(number, thread_number());
+        assert_eq!(thread_number(), thread_number());
     }
 
     #[test]
