@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
-use osprey_sdk::abi_stable::std_types::{RResult, RStr};
+use osprey_sdk::abi_stable::std_types::{RResult, RStr, RVec};
 use osprey_sdk::fields::{is_field_value, is_token};
 use osprey_sdk::subrequest::{
     ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
@@ -37,8 +37,8 @@ use crate::server::Shared;
 #[derive(Debug)]
 pub struct Lineage {
     depth: u32,
-    host: Box<str>,
-    uri: Box<str>,
+    /// Host and URI, in one allocation (see [`place`]).
+    at: Box<str>,
     up: Option<Arc<Lineage>>,
     left: Arc<AtomicU32>,
     id: RequestId,
@@ -49,8 +49,7 @@ impl Lineage {
     fn root(host: &str, uri: &str, count: u32, id: RequestId) -> Lineage {
         Lineage {
             depth: 0,
-            host: host.into(),
-            uri: uri.into(),
+            at: place(host, uri),
             up: None,
             left: Arc::new(AtomicU32::new(count)),
             id,
@@ -66,9 +65,10 @@ impl Lineage {
                  (limits.max_subrequest_depth)"
             ));
         }
+        let place = place(host, uri);
         let mut at = Some(self);
         while let Some(l) = at {
-            if *l.host == *host && *l.uri == *uri {
+            if l.at == place {
                 return Err(format!(
                     "subrequest to {uri} refused: it includes itself (a subrequest loop)"
                 ));
@@ -87,13 +87,22 @@ impl Lineage {
         }
         Ok(Lineage {
             depth: self.depth + 1,
-            host: host.into(),
-            uri: uri.into(),
+            at: place,
             up: Some(self.clone()),
             left: self.left.clone(),
             id: self.id,
         })
     }
+}
+
+/// `host` and `uri` as one text: neither has a space (both are checked for one), so two
+/// places are the same exactly when their texts are.
+fn place(host: &str, uri: &str) -> Box<str> {
+    let mut at = String::with_capacity(host.len() + 1 + uri.len());
+    at.push_str(host);
+    at.push(' ');
+    at.push_str(uri);
+    at.into_boxed_str()
 }
 
 /// The request the core is calling a module for on this thread, if any.
@@ -223,14 +232,16 @@ impl SubrequestParent for CoreParent {
         // costs no future of its run.
         match dispatch_now(&self.shared, &self.peer, ex) {
             Routed::Answered(ex) => {
-                let answer = ended(&self.peer, started, Dispatched::Answered(ex));
-                LocalFfiFuture::new(std::future::ready(answer.into()))
+                LocalFfiFuture::new(std::future::ready(ended(&self.peer, started, Some(ex))))
             }
             Routed::Waits(rest) => {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
                 LocalFfiFuture::new(async move {
-                    let dispatched = finish(&shared, &peer, rest).await;
-                    ended(&peer, started, dispatched).into()
+                    let ex = match finish(&shared, &peer, rest).await {
+                        Dispatched::Answered(ex) => Some(ex),
+                        Dispatched::Lost => None,
+                    };
+                    ended(&peer, started, ex)
                 })
             }
         }
@@ -283,7 +294,7 @@ fn check_target(uri: &str, target: &SubrequestTarget) -> Result<(), &'static str
         return Err("the URI must be a path (and query) without spaces or control bytes");
     }
     for h in target.headers.iter() {
-        if !is_token(&h.name) || !is_field_value(h.value.trim_matches([' ', '\t'])) {
+        if !is_token(&h.name) || !is_field_value(trim_ows(&h.value)) {
             return Err("a header name or value is not valid");
         }
         let name = h.name.as_str();
@@ -363,7 +374,7 @@ fn exchange(
     };
     let host_span = header(&mut buf, "Host", host);
     for h in target.headers.iter().filter(own) {
-        header(&mut buf, &h.name, h.value.trim_matches([' ', '\t']));
+        header(&mut buf, &h.name, trim_ows(&h.value));
     }
     buf.extend_from_slice(b"\r\n");
     head.len = buf.len();
@@ -372,11 +383,16 @@ fn exchange(
         return Err(error(431, why));
     }
     host_read.set(&mut head, host_span);
+    // Room for a handler's usual headers at once (not grown 0, 4, 8 as they are pushed).
+    let resp = Response {
+        headers: RVec::with_capacity(8),
+        ..Response::default()
+    };
     Ok(Exchange {
         buf,
         head,
         body: BodyLoc::InBuf(Default::default()),
-        resp: Response::default(),
+        resp,
         extra: Vec::new(),
         stream: None,
         id: lineage.id,
@@ -384,23 +400,17 @@ fn exchange(
     })
 }
 
-/// Count and log the subrequest's run, and hand its response over.
+/// Count and log the subrequest's run (`None`: its worker job failed and took it), and hand
+/// its response over; its head goes back to the pool.
 fn ended(
     peer: &Peer,
     started: Option<Instant>,
-    dispatched: Dispatched,
-) -> Result<Response, SubrequestError> {
-    let (ex, status) = match dispatched {
-        Dispatched::Answered(ex) => {
-            let status = ex.resp.status;
-            (Some(ex), status)
-        }
-        Dispatched::Lost => (None, 500),
-    };
+    ex: Option<Exchange>,
+) -> RResult<Response, SubrequestError> {
     super::finished::subrequest_finished(Finished {
         peer,
         request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
-        status,
+        status: ex.as_ref().map_or(500, |ex| ex.resp.status),
         body_bytes: ex.as_ref().and_then(|ex| ex.resp.body.len()).unwrap_or(0),
         started,
         id: ex.as_ref().map(|ex| ex.id),
@@ -409,10 +419,15 @@ fn ended(
     match ex {
         Some(ex) => {
             pool::give_head(ex.head);
-            Ok(ex.resp)
+            RResult::ROk(ex.resp)
         }
-        None => Err(error(500, "the subrequest's worker job failed".into())),
+        None => RResult::RErr(error(500, "the subrequest's worker job failed".into())),
     }
+}
+
+/// A field value without the optional whitespace around it (RFC 9110 5.6.3: spaces, tabs).
+fn trim_ows(value: &str) -> &str {
+    value.trim_matches(|c| c == ' ' || c == '\t')
 }
 
 fn error(status: u16, message: String) -> SubrequestError {
@@ -425,7 +440,6 @@ fn error(status: u16, message: String) -> SubrequestError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use osprey_sdk::abi_stable::std_types::RVec;
 
     /// A client request's id.
     fn some_id() -> RequestId {
