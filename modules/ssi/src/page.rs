@@ -85,7 +85,7 @@ pub fn assemble_parts(
                 let done = match command.as_str() {
                     "include" => match attr("virtual").or_else(|| attr("file")) {
                         Some(uri) => {
-                            let uri = resolve(path, &uri);
+                            let uri = resolve(path, uri);
                             let vars = encoded.get_or_insert_with(|| vars.encode());
                             let sub = Subrequest::get(uri).header(INHERITED, vars.clone());
                             page.push_fetch(parent.start(sub));
@@ -122,10 +122,11 @@ pub fn assemble_parts(
     page
 }
 
-/// An include's URI: absolute, or relative to the including document's directory.
-fn resolve(doc_path: &str, uri: &str) -> String {
+/// An include's URI: absolute (kept as it is), or relative to the including document's
+/// directory.
+fn resolve(doc_path: &str, uri: String) -> String {
     if uri.starts_with('/') {
-        return uri.to_owned();
+        return uri;
     }
     let dir = &doc_path[..doc_path.rfind('/').map_or(0, |i| i + 1)];
     format!("{dir}{uri}")

@@ -66,7 +66,7 @@ impl Vars {
     pub fn substitute(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
-        while let Some(i) = rest.find(['$', '\\']) {
+        while let Some(i) = memchr::memchr2(b'$', b'\\', rest.as_bytes()) {
             out.push_str(&rest[..i]);
             let tail = &rest[i..];
             if let Some(after) = tail.strip_prefix("\\$") {
