@@ -37,6 +37,10 @@ pub type WaitFuture = LocalFfiFuture<()>;
 /// What a module implements to wrap a route's handler. Filters run in the order the route
 /// lists them before the handler, and in reverse order after it.
 pub trait Filter: Send + Sync + 'static {
+    /// Whether [`cache_key`](Filter::cache_key) may add to the key. A filter that never does
+    /// says `false`: it is then not asked (nor the key copied for it) on every request.
+    const KEYED: bool = true;
+
     /// Add this filter's variant to the cache key (e.g. `|gzip` when the client accepts it), so
     /// caches further down the chain keep variants apart.
     fn cache_key(&self, _req: &Request<'_>, _key: &mut String) {}
@@ -129,6 +133,9 @@ impl<F: Filter> Guarded<F> {
 
 impl<F: Filter> FfiFilter for Guarded<F> {
     fn cache_key(&self, req: &Request<'_>, key: &mut RString) {
+        if !F::KEYED {
+            return;
+        }
         // The key's buffer was allocated by the core: turned into a `String` here it would be
         // copied, and copied again on the way back. A buffer kept per thread costs one copy.
         thread_local!(static KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) });
@@ -198,5 +205,37 @@ impl<F: Filter> FfiFilter for Guarded<F> {
             *resp = Response::default();
             resp.status(500).text("Internal Server Error\n");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TestRequest;
+
+    struct Keyed;
+    impl Filter for Keyed {
+        fn cache_key(&self, _req: &Request<'_>, key: &mut String) {
+            key.push_str("|v");
+        }
+    }
+
+    struct Unkeyed;
+    impl Filter for Unkeyed {
+        const KEYED: bool = false;
+        fn cache_key(&self, _req: &Request<'_>, _key: &mut String) {
+            unreachable!("an unkeyed filter is not asked for its key")
+        }
+    }
+
+    #[test]
+    fn only_a_keyed_filter_is_asked_for_its_key() {
+        TestRequest::get("/x").with_view(|req| {
+            let mut key = RString::from("h/x");
+            filter_box(Keyed).cache_key(req, &mut key);
+            assert_eq!(key, "h/x|v");
+            filter_box(Unkeyed).cache_key(req, &mut key);
+            assert_eq!(key, "h/x|v");
+        });
     }
 }

@@ -134,6 +134,9 @@ impl Ssi {
 }
 
 impl Filter for Ssi {
+    /// `ssi` adds nothing to the cache key: it is not asked for it.
+    const KEYED: bool = false;
+
     /// The handler answers the whole page: a 304 or a range of the unprocessed file would
     /// be wrong once the includes are in.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
