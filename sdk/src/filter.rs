@@ -10,6 +10,7 @@ use abi_stable::{
 };
 use async_ffi::LocalFfiFuture;
 
+pub use crate::wants::Wants;
 use crate::{
     handler::panic_message, handler::Mode, host, request::Request, response::HeaderPair,
     response::Response,
@@ -37,6 +38,14 @@ pub type WaitFuture = LocalFfiFuture<()>;
 /// What a module implements to wrap a route's handler. Filters run in the order the route
 /// lists them before the handler, and in reverse order after it.
 pub trait Filter: Send + Sync + 'static {
+    /// The steps this filter takes part in, asked once when its route is built: the core
+    /// makes no call the filter does not want (each is a call across the module boundary on
+    /// every request), and a filter that wants none is left out of the request path. The
+    /// default, [`Wants::ALL`], calls every step.
+    fn wants(&self) -> Wants {
+        Wants::ALL
+    }
+
     /// Add this filter's variant to the cache key (e.g. `|gzip` when the client accepts it), so
     /// caches further down the chain keep variants apart.
     fn cache_key(&self, _req: &Request<'_>, _key: &mut String) {}
@@ -100,6 +109,12 @@ pub trait FfiFilter: Send + Sync {
     /// See [`Filter::cancel`].
     #[sabi(last_prefix_field)]
     fn cancel(&self, key: RStr<'_>);
+
+    /// See [`Filter::wants`]. After the last prefix field: a module built before it existed
+    /// has no such entry, and this default (every step, as then) answers for it.
+    fn wants(&self) -> Wants {
+        Wants::ALL
+    }
 }
 
 /// A filter object that crosses the module boundary.
@@ -128,6 +143,11 @@ impl<F: Filter> Guarded<F> {
 }
 
 impl<F: Filter> FfiFilter for Guarded<F> {
+    fn wants(&self) -> Wants {
+        // Asked once, at load: a panic here means "as before", every step.
+        catch_unwind(AssertUnwindSafe(|| self.0.wants())).unwrap_or(Wants::ALL)
+    }
+
     fn cache_key(&self, req: &Request<'_>, key: &mut RString) {
         // The key's buffer was allocated by the core: turned into a `String` here it would be
         // copied, and copied again on the way back. A buffer kept per thread costs one copy.

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::cookie::{SameSite, SetCookie};
 use osprey_sdk::params::cookies;
-use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response};
+use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response, Wants};
 use siphasher::sip128::{Hasher128, SipHasher24};
 
 #[derive(serde::Deserialize)]
@@ -158,6 +158,10 @@ fn set_cookie(
 }
 
 impl Filter for UserId {
+    fn wants(&self) -> Wants {
+        Wants::REQUEST_HEADERS | Wants::AFTER
+    }
+
     /// A new visitor's id goes into the `Cookie` header later steps see.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
         if self.sent(req).is_some() {
