@@ -109,7 +109,10 @@ fn the_key_is_built_when_a_filter_reads_it() {
     let srv = Server::start(CONFIG);
     // `tag` declares nothing (so reads the key): the key carries both filters' variants.
     let r = srv.get("/keyed/a?q");
-    assert_eq!(r.header("x-key-keyed"), Some("localhost|http|/keyed/a?q|tag|steps"));
+    assert_eq!(
+        r.header("x-key-keyed"),
+        Some("localhost|http|/keyed/a?q|tag|steps")
+    );
     let r = srv.get("/keyed?short-circuit");
     assert_eq!(
         r.text(),

@@ -44,7 +44,11 @@ impl Steps {
             Some(list) => Some(list.iter().try_fold(Wants::NONE, |w, name| {
                 match STEPS.iter().find(|(n, _)| n == name) {
                     Some(&(_, step)) => Ok(w | step),
-                    None => Err(ConfigError::at_key(json, "wants", format!("no step {name}"))),
+                    None => Err(ConfigError::at_key(
+                        json,
+                        "wants",
+                        format!("no step {name}"),
+                    )),
                 }
             })?),
         };
