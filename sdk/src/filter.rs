@@ -110,8 +110,10 @@ pub trait FfiFilter: Send + Sync {
     #[sabi(last_prefix_field)]
     fn cancel(&self, key: RStr<'_>);
 
-    /// See [`Filter::wants`]. After the last prefix field: a module built before it existed
-    /// has no such entry, and this default (every step, as then) answers for it.
+    /// See [`Filter::wants`]. After the last prefix field, with a default body: the vtable
+    /// entry is optional, and a missing one answers every step, as before it existed. (A
+    /// module built with it loads in an older server, which never asks; abi_stable's load
+    /// check refuses the other way round.)
     fn wants(&self) -> Wants {
         Wants::ALL
     }
