@@ -549,6 +549,41 @@ fn userid_sets_a_visitor_cookie_that_handlers_and_the_log_see() {
 }
 
 #[test]
+fn userid_ids_differ_when_a_proxy_repeats_a_request_id() {
+    let config = r#"{
+  "load": [{"so": "testkit"}, {"so": "filters"}],
+  "request_id": {"response": true, "trusted": ["127.0.0.1"]},
+  "routing": [{"prefix": "/echo", "handler": "echo", "filters": [{"type": "userid", "name": "vid"}]}]
+}"#;
+    let srv = Server::start(config);
+    let repeated = "X-Request-Id: proxy-id-1\r\n";
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let r = get(&srv, "/echo", repeated);
+        // The proxy's id is the request's id...
+        assert_eq!(r.header("x-request-id"), Some("proxy-id-1"));
+        // ...yet each new visitor gets an id of its own, the one its handler saw.
+        let id = set_vid(&r).expect("a new visitor gets the cookie");
+        assert!(is_id(&id), "{id}");
+        assert!(
+            r.text().contains(&format!("cookie.vid={id}")),
+            "{}",
+            r.text()
+        );
+        ids.push(id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    // Pipelined on one connection too.
+    let req = "GET /echo HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: proxy-id-1\r\n";
+    let raw = srv.raw(format!("{req}\r\n{req}Connection: close\r\n\r\n").as_bytes());
+    let answers = Response::parse_all(raw.as_bytes());
+    assert_eq!(answers.len(), 2, "{raw}");
+    assert_ne!(set_vid(&answers[0]), set_vid(&answers[1]));
+}
+
+#[test]
 fn userid_with_gzip_and_file_cache_in_either_order() {
     let dir = common::TempDir::new("userid-cache");
     let srv = Server::start(&userid_config(dir.path()));

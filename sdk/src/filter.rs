@@ -10,6 +10,7 @@ use abi_stable::{
 };
 use async_ffi::LocalFfiFuture;
 
+pub use crate::wants::Wants;
 use crate::{
     handler::panic_message, handler::Mode, host, request::Request, response::HeaderPair,
     response::Response,
@@ -37,9 +38,13 @@ pub type WaitFuture = LocalFfiFuture<()>;
 /// What a module implements to wrap a route's handler. Filters run in the order the route
 /// lists them before the handler, and in reverse order after it.
 pub trait Filter: Send + Sync + 'static {
-    /// Whether [`cache_key`](Filter::cache_key) may add to the key. A filter that never does
-    /// says `false`: it is then not asked (nor the key copied for it) on every request.
-    const KEYED: bool = true;
+    /// The steps this filter takes part in, asked once when its route is built: the core
+    /// makes no call the filter does not want (each is a call across the module boundary on
+    /// every request), and a filter that wants none is left out of the request path. The
+    /// default, [`Wants::ALL`], calls every step.
+    fn wants(&self) -> Wants {
+        Wants::ALL
+    }
 
     /// Add this filter's variant to the cache key (e.g. `|gzip` when the client accepts it), so
     /// caches further down the chain keep variants apart.
@@ -104,6 +109,14 @@ pub trait FfiFilter: Send + Sync {
     /// See [`Filter::cancel`].
     #[sabi(last_prefix_field)]
     fn cancel(&self, key: RStr<'_>);
+
+    /// See [`Filter::wants`]. After the last prefix field, with a default body: the vtable
+    /// entry is optional, and a missing one answers every step, as before it existed. (A
+    /// module built with it loads in an older server, which never asks; abi_stable's load
+    /// check refuses the other way round.)
+    fn wants(&self) -> Wants {
+        Wants::ALL
+    }
 }
 
 /// A filter object that crosses the module boundary.
@@ -132,10 +145,12 @@ impl<F: Filter> Guarded<F> {
 }
 
 impl<F: Filter> FfiFilter for Guarded<F> {
+    fn wants(&self) -> Wants {
+        // Asked once, at load: a panic here means "as before", every step.
+        catch_unwind(AssertUnwindSafe(|| self.0.wants())).unwrap_or(Wants::ALL)
+    }
+
     fn cache_key(&self, req: &Request<'_>, key: &mut RString) {
-        if !F::KEYED {
-            return;
-        }
         // The key's buffer was allocated by the core: turned into a `String` here it would be
         // copied, and copied again on the way back. A buffer kept per thread costs one copy.
         thread_local!(static KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) });
@@ -220,21 +235,11 @@ mod tests {
         }
     }
 
-    struct Unkeyed;
-    impl Filter for Unkeyed {
-        const KEYED: bool = false;
-        fn cache_key(&self, _req: &Request<'_>, _key: &mut String) {
-            unreachable!("an unkeyed filter is not asked for its key")
-        }
-    }
-
     #[test]
-    fn only_a_keyed_filter_is_asked_for_its_key() {
+    fn a_filters_part_of_the_key_is_appended() {
         TestRequest::get("/x").with_view(|req| {
             let mut key = RString::from("h/x");
             filter_box(Keyed).cache_key(req, &mut key);
-            assert_eq!(key, "h/x|v");
-            filter_box(Unkeyed).cache_key(req, &mut key);
             assert_eq!(key, "h/x|v");
         });
     }

@@ -34,10 +34,11 @@ pub mod tcp;
 pub mod testing;
 pub mod tunnel;
 pub mod upstream;
+pub mod wants;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
-pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture};
+pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture, Wants};
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};
 pub use request::{Header, Request};

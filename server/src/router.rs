@@ -1,7 +1,7 @@
 //! NXWEB routing: routes in priority order, matched by prefix (at a segment boundary),
 //! virtual host, secure flag and method; a declining handler passes to the next route.
 
-use osprey_sdk::{FilterBox, HandlerBox, Mode};
+use osprey_sdk::{FilterBox, HandlerBox, Mode, Wants};
 
 use crate::config::{Config, ConfigError};
 use crate::modules::Registry;
@@ -36,6 +36,19 @@ impl VHost {
     }
 }
 
+/// A filter on a route's request path, with the steps it takes part in (`Filter::wants`,
+/// asked once when the route is built).
+pub struct RouteFilter {
+    pub filter: FilterBox,
+    pub wants: Wants,
+}
+
+impl RouteFilter {
+    pub fn wants(&self, step: Wants) -> bool {
+        self.wants.contains(step)
+    }
+}
+
 pub struct Route {
     prefix: Option<String>,
     vhost: Option<VHost>,
@@ -45,7 +58,13 @@ pub struct Route {
     pub mode: Mode,
     /// The handler takes request bodies as they arrive (`Handler::streams_request_body`).
     pub streams_body: bool,
-    pub filters: Vec<FilterBox>,
+    /// The filters that want some step, in route order.
+    pub filters: Vec<RouteFilter>,
+    /// Filters that want no step: kept (their module may count on them living as long as
+    /// the route) but out of the request path.
+    _idle: Vec<FilterBox>,
+    /// Some filter reads the cache key: it is built for every request.
+    pub keyed: bool,
     pub max_body: Option<u64>,
     /// Where requests this route answers are counted (`stats::module_slot`).
     pub stat: usize,
@@ -122,9 +141,14 @@ impl Router {
         for spec in &config.routes {
             let core = &spec.core;
             let handler = registry.new_handler(&config.file, &core.handler, &spec.section)?;
-            let mut filters = Vec::with_capacity(spec.filters.len());
+            let (mut filters, mut idle) = (Vec::with_capacity(spec.filters.len()), Vec::new());
             for f in &spec.filters {
-                filters.push(registry.new_filter(&config.file, &f.core.kind, &f.section)?);
+                let filter = registry.new_filter(&config.file, &f.core.kind, &f.section)?;
+                let wants = filter.wants().effective();
+                match wants.is_empty() {
+                    true => idle.push(filter),
+                    false => filters.push(RouteFilter { filter, wants }),
+                }
             }
             let secure = match (core.secure_only, core.insecure_only) {
                 (true, _) => Some(true),
@@ -139,7 +163,9 @@ impl Router {
                 mode: handler.mode(),
                 streams_body: handler.streams_request_body(),
                 handler,
+                keyed: filters.iter().any(|f| f.wants(Wants::KEY)),
                 filters,
+                _idle: idle,
                 max_body: core.max_body_size,
                 stat: registry
                     .handler_module(&core.handler)

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use osprey_sdk::abi_stable::std_types::RVec;
+use osprey_sdk::Wants;
 use osprey_sdk::{
     filter_box, handler_box, host, parse_config, Body, ConfigError, Filter, FilterBox, HandlerBox,
     HeaderPair, Mode, Module, Request, Response, Step, WaitFuture,
@@ -325,6 +326,15 @@ impl FileCache {
 }
 
 impl Filter for FileCache {
+    fn wants(&self) -> Wants {
+        Wants::KEY
+            | Wants::BEFORE
+            | Wants::REQUEST_HEADERS
+            | Wants::CANCEL
+            | Wants::AFTER_MODE
+            | Wants::AFTER
+    }
+
     fn before(&self, req: &Request<'_>, key: &str, resp: &mut Response) -> Step {
         if !self.applies(req) {
             return Step::Continue;

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use osprey_sdk::fields::{add_vary, is_token, static_text};
-use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step};
+use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step, Wants};
 
 #[derive(serde::Deserialize)]
 struct Conf {
@@ -113,6 +113,10 @@ impl Cors {
 }
 
 impl Filter for Cors {
+    fn wants(&self) -> Wants {
+        Wants::CACHE_KEY | Wants::BEFORE | Wants::AFTER
+    }
+
     /// Answers differ by allowed origin: a cache further in keeps them apart.
     fn cache_key(&self, req: &Request<'_>, key: &mut String) {
         if let Some(origin) = self.allowed_origin(req) {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use osprey_sdk::fields::{check_header, is_core_managed, is_token, static_text};
-use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response};
+use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Wants};
 
 /// nginx's statuses for `add_header` and `expires` without `always`.
 const DEFAULT_STATUSES: &[u16] = &[200, 201, 204, 206, 301, 302, 303, 304, 307, 308];
@@ -113,6 +113,19 @@ impl Headers {
 }
 
 impl Filter for Headers {
+    /// Configured to change nothing, it stays out of the request path.
+    fn wants(&self) -> Wants {
+        let idle = self.add.is_empty()
+            && self.set.is_empty()
+            && self.remove.is_empty()
+            && self.expires.is_empty();
+        if idle {
+            Wants::NONE
+        } else {
+            Wants::AFTER
+        }
+    }
+
     fn after(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) {
         if self.applies(resp.status) {
             for name in &self.remove {

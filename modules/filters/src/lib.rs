@@ -12,6 +12,7 @@ static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
 pub mod cors;
 pub mod headers;
 pub mod host_redirect;
+mod pending_ids;
 pub mod userid;
 
 struct Filters;

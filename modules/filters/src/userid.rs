@@ -1,18 +1,19 @@
 //! `userid` (nginx's): a visitor-id cookie, set when the request has none or a malformed one.
-//! The id is 128 bits shown as 32 hex digits, derived from the request's id (128 random bits)
-//! through SipHash-2-4 with a 128-bit output, keyed with a per-filter secret from the kernel's
-//! random source (a pseudo-random function: a few hundred instructions where SHA-256 took
-//! thousands): unique across threads and restarts, not guessable without the key, and the same
-//! in `request_headers` and `after` without keeping state between them. Later filters and the
-//! handler see the new id as the cookie (`Request::cookie`); the access log records it with
+//! The id is 128 bits shown as 32 hex digits: SipHash-2-4 with a 128-bit output, keyed with a
+//! per-filter secret from the kernel's random source, of a per-thread random nonce (also from
+//! the kernel) and a per-thread counter (a pseudo-random function: a few hundred instructions
+//! where SHA-256 took thousands). Unique across threads and restarts, not guessable without
+//! the key, and independent of the request's id, which a trusted proxy may repeat. The id
+//! `request_headers` makes is kept for `after` (`pending_ids`). Later filters and the handler
+//! see the new id as the cookie (`Request::cookie`); the access log records it with
 //! `"cookie:<name>"`.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::cookie::{SameSite, SetCookie};
 use osprey_sdk::params::cookies;
-use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response};
+use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response, Wants};
 use siphasher::sip128::{Hasher128, SipHasher24};
 
 #[derive(serde::Deserialize)]
@@ -54,8 +55,7 @@ pub struct UserId {
     keyed: SipHasher24,
 }
 
-/// An id as this filter writes it: 32 lower-case hex digits.
-type Id = [u8; 32];
+use crate::pending_ids::{self, Id};
 
 impl UserId {
     pub fn new(json: &str) -> Result<UserId, ConfigError> {
@@ -102,25 +102,19 @@ impl UserId {
         req.cookie(&self.name).filter(|v| well_formed(v))
     }
 
-    /// The new id for this request: the same in every step of one request. The last one
-    /// made on this thread is kept, so `after` usually finds the one `request_headers` made.
-    fn new_id(&self, req: &Request<'_>) -> Id {
-        thread_local!(static LAST: RefCell<(String, Id)> = const { RefCell::new((String::new(), [0; 32])) });
-        let request_id = req.request_id.as_str();
-        LAST.with_borrow_mut(|(from, id)| {
-            if from != request_id || from.is_empty() {
-                *id = self.derive_id(request_id);
-                from.clear();
-                from.push_str(request_id);
-            }
-            *id
-        })
+    /// This filter, told apart from others in `pending_ids`.
+    fn me(&self) -> usize {
+        self as *const UserId as usize
     }
 
-    /// The id for the request whose id is `request_id`: its keyed SipHash-2-4-128.
-    fn derive_id(&self, request_id: &str) -> Id {
+    /// A new id: the keyed SipHash-2-4-128 of this thread's nonce and its next count.
+    fn new_id(&self) -> Id {
+        thread_local!(static NEXT: Cell<(u128, u64)> = Cell::new((os_nonce(), 0)));
+        let (nonce, count) = NEXT.get();
+        NEXT.set((nonce, count.wrapping_add(1)));
         let mut hasher = self.keyed;
-        std::hash::Hasher::write(&mut hasher, request_id.as_bytes());
+        std::hash::Hasher::write(&mut hasher, &nonce.to_le_bytes());
+        std::hash::Hasher::write(&mut hasher, &count.to_le_bytes());
         let digest = hasher.finish128().as_bytes();
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut id = [0; 32];
@@ -130,6 +124,12 @@ impl UserId {
         }
         id
     }
+}
+
+fn os_nonce() -> u128 {
+    let mut nonce = [0; 16];
+    osprey_sdk::random::os_bytes(&mut nonce);
+    u128::from_le_bytes(nonce)
 }
 
 /// The `Set-Cookie` value for `id`.
@@ -158,12 +158,17 @@ fn set_cookie(
 }
 
 impl Filter for UserId {
+    fn wants(&self) -> Wants {
+        Wants::REQUEST_HEADERS | Wants::AFTER
+    }
+
     /// A new visitor's id goes into the `Cookie` header later steps see.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
         if self.sent(req).is_some() {
             return;
         }
-        let id = self.new_id(req);
+        let id = self.new_id();
+        pending_ids::keep(self.me(), &req.request_id, id);
         let mut cookie = String::new();
         for (name, value) in req.header_all("cookie").flat_map(cookies) {
             if name != self.name {
@@ -182,7 +187,8 @@ impl Filter for UserId {
         if self.sent(req).is_some() {
             return;
         }
-        let id = self.new_id(req);
+        // The id the handler saw; a new one if `request_headers` did not run here.
+        let id = pending_ids::take(self.me(), &req.request_id).unwrap_or_else(|| self.new_id());
         let mut header =
             String::with_capacity(self.name.len() + 1 + id.len() + self.attributes.len());
         header.extend([self.name.as_str(), "=", as_text(&id), &self.attributes]);
@@ -226,16 +232,28 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_keyed_and_follow_the_request() {
-        let (a, b) = (UserId::new("{}").unwrap(), UserId::new("{}").unwrap());
-        let rid = "0123456789abcdef0123456789abcdef";
-        let id = a.derive_id(rid);
-        assert!(well_formed(as_text(&id)));
-        assert_eq!(id, a.derive_id(rid), "one request, one id");
-        assert_ne!(id, b.derive_id(rid), "each filter has its own key");
-        let other = a.derive_id("0123456789abcdef0123456789abcdee");
-        let differing = id.iter().zip(&other).filter(|(x, y)| x != y).count();
-        assert!(differing > 16, "{} {}", as_text(&id), as_text(&other));
+    fn ids_differ_for_one_request_id() {
+        let filter = UserId::new("{}").unwrap();
+        let req = osprey_sdk::testing::TestRequest::get("/");
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (mut set, mut resp) = (RVec::new(), Response::new());
+            req.with_view(|r| {
+                filter.request_headers(r, "", &mut set);
+                filter.after(r, "", &mut resp);
+            });
+            ids.push(resp.get_header("set-cookie").unwrap().to_owned());
+        }
+        assert_ne!(ids[0], ids[1]);
+    }
+
+    #[test]
+    fn consecutive_ids_are_well_formed_and_unrelated() {
+        let a = UserId::new("{}").unwrap();
+        let (x, y) = (a.new_id(), a.new_id());
+        assert!(well_formed(as_text(&x)));
+        let differing = x.iter().zip(&y).filter(|(p, q)| p != q).count();
+        assert!(differing > 16, "{} {}", as_text(&x), as_text(&y));
     }
 
     #[test]

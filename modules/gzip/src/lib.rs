@@ -17,6 +17,7 @@ use std::sync::Arc;
 use flate2::{write::GzEncoder, Compression};
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use osprey_sdk::http::{self, Precondition, Validators};
+use osprey_sdk::Wants;
 use osprey_sdk::{
     filter_box, host, parse_config, Body, ConfigError, FileRange, Filter, FilterBox, Mode, Module,
     Request, Response,
@@ -131,6 +132,11 @@ impl Gzip {
 }
 
 impl Filter for Gzip {
+    /// The variant cache is keyed by the cache key.
+    fn wants(&self) -> Wants {
+        Wants::KEY | Wants::CACHE_KEY | Wants::AFTER_MODE | Wants::AFTER
+    }
+
     fn cache_key(&self, req: &Request<'_>, key: &mut String) {
         if accepts_gzip(req) {
             key.push_str("|gzip");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use osprey_sdk::http::{self, clean_path, Precondition, Validators};
-use osprey_sdk::{host, Filter, Mode, Request, Response, Step};
+use osprey_sdk::{host, Filter, Mode, Request, Response, Step, Wants};
 
 use crate::cache::{self, DiskCache, Entry, Source, Stamp};
 use crate::command::{split_name, Command, Format, Thumb};
@@ -268,6 +268,10 @@ fn entry(
 }
 
 impl Filter for ImageFilter {
+    fn wants(&self) -> Wants {
+        Wants::BEFORE_MODE | Wants::BEFORE
+    }
+
     fn before_mode(&self, req: &Request<'_>, _key: &str) -> Mode {
         match self.prepare(req) {
             Prep::Miss(_) => Mode::Worker,

@@ -16,6 +16,7 @@ mod vars;
 
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::subrequest::Parent;
+use osprey_sdk::Wants;
 use osprey_sdk::{
     filter_box, parse_config, Body, Composite, ConfigError, Filter, FilterBox, HeaderPair, Module,
     Request, Response,
@@ -134,8 +135,9 @@ impl Ssi {
 }
 
 impl Filter for Ssi {
-    /// `ssi` adds nothing to the cache key: it is not asked for it.
-    const KEYED: bool = false;
+    fn wants(&self) -> Wants {
+        Wants::REQUEST_HEADERS | Wants::AFTER
+    }
 
     /// The handler answers the whole page: a 304 or a range of the unprocessed file would
     /// be wrong once the includes are in.

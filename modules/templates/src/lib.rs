@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::http::{self, Precondition, Validators};
 use osprey_sdk::subrequest::DEFAULT_ERROR_MARKER;
+use osprey_sdk::Wants;
 use osprey_sdk::{
     filter_box, parse_config, random, Body, ConfigError, Filter, FilterBox, HeaderPair, Module,
     Request, Response,
@@ -208,6 +209,10 @@ fn preconditions(req: &Request<'_>, resp: &mut Response) {
 }
 
 impl Filter for Templates {
+    fn wants(&self) -> Wants {
+        Wants::CACHE_KEY | Wants::REQUEST_HEADERS | Wants::AFTER
+    }
+
     fn cache_key(&self, req: &Request<'_>, key: &mut String) {
         if raw(req) {
             key.push_str("|template-raw");

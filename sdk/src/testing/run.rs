@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use abi_stable::std_types::{RStr, RString, RVec};
 
-use crate::filter::{FilterBox, Step};
+use crate::filter::{FilterBox, Step, Wants};
 use crate::handler::{Handler, HandlerBox, Outcome, Reply};
 use crate::request::Request;
 use crate::response::{HeaderPair, Response};
@@ -66,24 +66,34 @@ pub fn call(handler: &impl Answers, req: &TestRequest) -> TestResponse {
 /// steps run on the calling thread.
 pub fn run(filters: &[&FilterBox], handler: &impl Answers, req: &TestRequest) -> TestResponse {
     host::install();
-    let mut key = RString::from(format!(
-        "{}|{}|{}",
-        req.host(),
-        if req.secure { "https" } else { "http" },
-        req.uri
-    ));
-    for f in filters {
-        req.with_view(|r| f.cache_key(r, &mut key));
+    // As the core does: each filter's `wants`, asked once, decides which of its steps run.
+    let wants: Vec<Wants> = filters.iter().map(|f| f.wants().effective()).collect();
+    let mut key = RString::new();
+    if wants.iter().any(|w| w.contains(Wants::KEY)) {
+        key = RString::from(format!(
+            "{}|{}|{}",
+            req.host(),
+            if req.secure { "https" } else { "http" },
+            req.uri
+        ));
+        for (f, w) in filters.iter().zip(&wants) {
+            if w.contains(Wants::CACHE_KEY) {
+                req.with_view(|r| f.cache_key(r, &mut key));
+            }
+        }
     }
     let key = RStr::from_str(key.as_str());
     let mut resp = Response::new();
     let mut extra: Vec<HeaderPair> = Vec::new();
     let mut answered_by = None;
-    for (i, f) in filters.iter().enumerate() {
-        let mut step = Step::Wait;
+    for (i, (f, w)) in filters.iter().zip(&wants).enumerate() {
+        let mut step = Step::Continue;
         // The core asks again after each wait, giving up after a minute; a test gives up
         // sooner with a clear failure.
         for _ in 0..100 {
+            if !w.contains(Wants::BEFORE) {
+                break;
+            }
             step = req.with_view(|r| f.before(r, key, &mut resp));
             if step != Step::Wait {
                 break;
@@ -96,11 +106,12 @@ pub fn run(filters: &[&FilterBox], handler: &impl Answers, req: &TestRequest) ->
                 break;
             }
             Step::Wait => panic!("filter #{i} answered Wait 100 times"),
-            Step::Continue => {
+            Step::Continue if w.contains(Wants::REQUEST_HEADERS) => {
                 let mut set = RVec::new();
                 req.with_view(|r| f.request_headers(r, key, &mut set));
                 extra.extend(set);
             }
+            Step::Continue => {}
         }
     }
     let (after_from, verdict) = match answered_by {
@@ -120,8 +131,10 @@ pub fn run(filters: &[&FilterBox], handler: &impl Answers, req: &TestRequest) ->
                 },
             };
             if verdict == Verdict::Next {
-                for f in filters.iter().rev() {
-                    f.cancel(key);
+                for (f, w) in filters.iter().zip(&wants).rev() {
+                    if w.contains(Wants::CANCEL) {
+                        f.cancel(key);
+                    }
                 }
                 return TestResponse::new(verdict, Response::new());
             }
@@ -131,8 +144,10 @@ pub fn run(filters: &[&FilterBox], handler: &impl Answers, req: &TestRequest) ->
             (filters.len(), verdict)
         }
     };
-    for f in filters[..after_from].iter().rev() {
-        req.with_view(|r| f.after(r, key, &mut resp));
+    for (f, w) in filters[..after_from].iter().zip(&wants).rev() {
+        if w.contains(Wants::AFTER) {
+            req.with_view(|r| f.after(r, key, &mut resp));
+        }
     }
     TestResponse::new(verdict, resp)
 }

@@ -63,6 +63,49 @@ fn runs_filters_around_the_handler_in_core_order() {
     assert_eq!(resp.header_all("x-after"), Vec::<&str>::new());
 }
 
+/// Counts every step called on it; declares `wants`.
+struct Declares(crate::Wants, Arc<AtomicU32>);
+impl Filter for Declares {
+    fn wants(&self) -> crate::Wants {
+        self.0
+    }
+    fn cache_key(&self, _: &Request<'_>, key: &mut String) {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        key.push_str("|declares");
+    }
+    fn before(&self, _: &Request<'_>, _: &str, _: &mut Response) -> Step {
+        self.1.fetch_add(10, Ordering::Relaxed);
+        Step::Continue
+    }
+    fn after(&self, _: &Request<'_>, key: &str, resp: &mut Response) {
+        self.1.fetch_add(100, Ordering::Relaxed);
+        resp.header("X-Key", key.to_owned());
+    }
+}
+
+#[test]
+fn only_the_steps_a_filter_wants_run() {
+    use crate::Wants;
+    let calls = Arc::new(AtomicU32::new(0));
+    let after_only = filter_box(Declares(Wants::AFTER, calls.clone()));
+    let resp = run(&[&after_only], &Echo, &TestRequest::get("/p"));
+    // No key is built when no filter reads it; only `after` ran.
+    assert_eq!(resp.header("x-key"), Some(""));
+    assert_eq!(calls.swap(0, Ordering::Relaxed), 100);
+    // A filter that reads the key has it built, with the variants of those that add one.
+    let keyed = filter_box(Declares(
+        Wants::KEY | Wants::CACHE_KEY | Wants::AFTER,
+        calls.clone(),
+    ));
+    let resp = run(&[&keyed], &Echo, &TestRequest::get("/p"));
+    assert_eq!(resp.header("x-key"), Some("localhost|http|/p|declares"));
+    assert_eq!(calls.swap(0, Ordering::Relaxed), 101);
+    // Not declaring: every step, as before `wants` existed.
+    let all = filter_box(Declares(Wants::ALL, calls.clone()));
+    run(&[&all], &Echo, &TestRequest::get("/p"));
+    assert_eq!(calls.load(Ordering::Relaxed), 111);
+}
+
 struct Cancels(Arc<AtomicU32>);
 impl Filter for Cancels {
     fn cancel(&self, _: &str) {

@@ -10,10 +10,10 @@ use std::ops::ControlFlow;
 
 use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::std_types::{RStr, RString, RVec};
-use osprey_sdk::{FilterBox, HeaderPair, Mode, Reply, Request, Response, Step};
+use osprey_sdk::{HeaderPair, Mode, Reply, Request, Response, Step, Wants};
 
 use super::{error_response, handled, replied, Exchange, Handled, Ran, Routing, Site};
-use crate::router::Route;
+use crate::router::{Route, RouteFilter};
 
 /// How long the core waits on a filter's [`Step::Wait`] future before asking again, and how
 /// many times it asks before it goes on without the filter's answer.
@@ -84,9 +84,9 @@ impl Suspended {
 /// One route's run. Filters whose `before` let the request go on are told when it ends
 /// without their `after` (`Filter::cancel`): on drop, as many as the phase says.
 pub struct RouteRun<'a> {
-    filters: &'a [FilterBox],
-    /// `host|scheme|uri`, then each filter's variant; empty without filters or before the
-    /// first step.
+    filters: &'a [RouteFilter],
+    /// `host|scheme|uri`, then each filter's variant; empty when no filter reads it, or
+    /// before the first step.
     key: String,
     phase: Phase,
     /// With `Some`, the core's 404 / 405 takes the handler's place: the filters of the first
@@ -106,7 +106,9 @@ impl Drop for RouteRun<'_> {
             Phase::After(n) => n,
         };
         for f in self.filters[..pending].iter().rev() {
-            f.cancel(RStr::from_str(&self.key));
+            if f.wants(Wants::CANCEL) {
+                f.filter.cancel(RStr::from_str(&self.key));
+            }
         }
     }
 }
@@ -201,7 +203,7 @@ impl<'a> RouteRun<'a> {
         extra: bool,
     ) -> Stretch {
         let route = site.route();
-        if self.key.is_empty() && !self.filters.is_empty() {
+        if self.key.is_empty() && route.keyed {
             self.key = cache_key(site, req);
         }
         loop {
@@ -210,16 +212,23 @@ impl<'a> RouteRun<'a> {
                 Phase::Before(i) => {
                     let f = &self.filters[i];
                     let key = RStr::from_str(&self.key);
-                    if f.before_mode(req, key) == Mode::Worker {
+                    if f.wants(Wants::BEFORE_MODE) && f.filter.before_mode(req, key) == Mode::Worker
+                    {
                         return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
                     }
-                    match f.before(req, key, resp) {
+                    let step = match f.wants(Wants::BEFORE) {
+                        true => f.filter.before(req, key, resp),
+                        false => Step::Continue,
+                    };
+                    match step {
                         Step::Continue => {
-                            let mut set = RVec::new();
-                            f.request_headers(req, key, &mut set);
                             self.phase = Phase::Before(i + 1);
-                            if !set.is_empty() {
-                                return Stretch::SetHeaders(set);
+                            if f.wants(Wants::REQUEST_HEADERS) {
+                                let mut set = RVec::new();
+                                f.filter.request_headers(req, key, &mut set);
+                                if !set.is_empty() {
+                                    return Stretch::SetHeaders(set);
+                                }
                             }
                         }
                         // A filter answered (a cache hit): `after` of the filters before it runs.
@@ -257,10 +266,13 @@ impl<'a> RouteRun<'a> {
                 Phase::After(0) => return Stretch::Stop(Advanced::Answered),
                 Phase::After(n) => {
                     let f = &self.filters[n - 1];
-                    if f.after_mode(req, resp) == Mode::Worker {
+                    if f.wants(Wants::AFTER_MODE) && f.filter.after_mode(req, resp) == Mode::Worker
+                    {
                         return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
                     }
-                    f.after(req, RStr::from_str(&self.key), resp);
+                    if f.wants(Wants::AFTER) {
+                        f.filter.after(req, RStr::from_str(&self.key), resp);
+                    }
                     self.phase = Phase::After(n - 1);
                 }
             }
@@ -287,9 +299,13 @@ impl<'a> RouteRun<'a> {
     /// The request headers filter `i` sets for the handler.
     fn request_headers(&self, site: Site<'_>, ex: &mut Exchange, i: usize) -> RVec<HeaderPair> {
         let mut set = RVec::new();
-        site.view(ex, |req, _| {
-            self.filters[i].request_headers(req, RStr::from_str(&self.key), &mut set)
-        });
+        let f = &self.filters[i];
+        if f.wants(Wants::REQUEST_HEADERS) {
+            site.view(ex, |req, _| {
+                f.filter
+                    .request_headers(req, RStr::from_str(&self.key), &mut set)
+            });
+        }
         set
     }
 
@@ -330,7 +346,7 @@ impl<'a> RouteRun<'a> {
             return self.went_on(ex, i, set);
         }
         self.waited += 1;
-        let wait = self.filters[i].wait(RStr::from_str(&self.key));
+        let wait = self.filters[i].filter.wait(RStr::from_str(&self.key));
         let _ = tokio::time::timeout(WAIT_ROUND, wait).await;
     }
 
@@ -340,7 +356,9 @@ impl<'a> RouteRun<'a> {
             Phase::Before(i) => {
                 let key = self.key.clone();
                 let step = on_pool(site, ex, move |route, req, resp| {
-                    route.filters[i].before(req, RStr::from_str(&key), resp)
+                    route.filters[i]
+                        .filter
+                        .before(req, RStr::from_str(&key), resp)
                 });
                 let (mut ex, step) = match step.await.ran() {
                     ControlFlow::Continue(ran) => ran,
@@ -364,7 +382,9 @@ impl<'a> RouteRun<'a> {
             Phase::After(n) => {
                 let key = self.key.clone();
                 let after = on_pool(site, ex, move |route, req, resp| {
-                    route.filters[n - 1].after(req, RStr::from_str(&key), resp)
+                    route.filters[n - 1]
+                        .filter
+                        .after(req, RStr::from_str(&key), resp)
                 });
                 // On a full pool the filters before this one are skipped: the answer is the
                 // pool's 503 (and they are told, as the phase says).
@@ -414,8 +434,10 @@ fn cache_key(site: Site<'_>, req: &Request<'_>) -> String {
     for part in [host, "|", scheme, "|", uri] {
         key.push_str(part);
     }
-    for filter in &site.route().filters {
-        filter.cache_key(req, &mut key);
+    for f in &site.route().filters {
+        if f.wants(Wants::CACHE_KEY) {
+            f.filter.cache_key(req, &mut key);
+        }
     }
     key.into_string()
 }

@@ -5,6 +5,7 @@ pub mod chunked;
 pub mod date;
 pub mod diagnose;
 pub mod encode;
+pub mod header_check;
 pub mod parse;
 pub mod status;
 

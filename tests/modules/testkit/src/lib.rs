@@ -2,6 +2,7 @@
 //! answers, the worker pool, filters).
 
 mod origin;
+mod steps;
 mod upload;
 
 use std::fmt::Write;
@@ -59,8 +60,9 @@ impl Module for TestKit {
         "big",
         "upload",
         "allocator",
+        "steps-report",
     ];
-    const FILTERS: &'static [&'static str] = &["tag", "before-worker", "count"];
+    const FILTERS: &'static [&'static str] = &["tag", "before-worker", "count", "steps"];
 
     fn new(_config: &str) -> Result<Self, ConfigError> {
         Ok(TestKit {
@@ -82,6 +84,7 @@ impl Module for TestKit {
             }
             "count" => return Ok(handler_box(origin::Count)),
             "upload" => return Ok(handler_box(upload::Upload)),
+            "steps-report" => return Ok(handler_box(steps::Report)),
             _ => {}
         }
         let conf: Conf = parse_config(route)?;
@@ -93,6 +96,9 @@ impl Module for TestKit {
     }
 
     fn new_filter(&self, kind: &str, config: &str) -> Result<FilterBox, ConfigError> {
+        if kind == "steps" {
+            return Ok(filter_box(steps::Steps::new(config)?));
+        }
         let conf: Conf = parse_config(config)?;
         match kind {
             "before-worker" => return Ok(filter_box(BeforeWorker)),

@@ -1,0 +1,127 @@
+//! Whether a header may be written as it is: its name an RFC 9110 token, its value free of
+//! CR, LF and NUL (which would end the line or the head early). Run on every header of every
+//! response, so without a branch per byte: the name is one table lookup a byte folded
+//! together, the value is read eight bytes at a time.
+
+/// A header whose name is not a token or whose value would break the line.
+pub fn invalid(name: &[u8], value: &[u8]) -> bool {
+    bad_name(name) | breaks_line(value)
+}
+
+/// Whether `name` is empty or holds a byte that is not a token byte.
+fn bad_name(name: &[u8]) -> bool {
+    name.iter()
+        .fold(name.is_empty(), |bad, &b| bad | NOT_TOKEN[b as usize])
+}
+
+/// Whether a value holds CR, LF or NUL. Long values (a cookie, a CSP) go to `memchr3`'s
+/// vector loop.
+pub fn breaks_line(value: &[u8]) -> bool {
+    if value.len() >= 64 {
+        return memchr::memchr3(b'\r', b'\n', 0, value).is_some();
+    }
+    let mut found = 0;
+    let n = value.len();
+    if n >= 8 {
+        for chunk in value.chunks_exact(8) {
+            found |= line_breakers(word(chunk));
+        }
+        // The last eight bytes, overlapping what was read: no partial word.
+        found |= line_breakers(word(&value[n - 8..]));
+    } else {
+        found = line_breakers(short_word(value));
+    }
+    found != 0
+}
+
+fn word(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().unwrap())
+}
+
+/// Up to seven bytes as a word, in two overlapping reads (no copy, no loop), the rest
+/// spaces (none of the three).
+fn short_word(t: &[u8]) -> u64 {
+    const SPACES: u64 = ONES * b' ' as u64;
+    let n = t.len();
+    if n >= 4 {
+        let lo = u32::from_le_bytes(t[..4].try_into().unwrap());
+        let hi = u32::from_le_bytes(t[n - 4..].try_into().unwrap());
+        u64::from(lo) | u64::from(hi) << 32
+    } else if n >= 2 {
+        let lo = u16::from_le_bytes(t[..2].try_into().unwrap());
+        let hi = u16::from_le_bytes(t[n - 2..].try_into().unwrap());
+        SPACES << 32 | u64::from(lo) | u64::from(hi) << 16
+    } else if n == 1 {
+        SPACES << 8 | u64::from(t[0])
+    } else {
+        SPACES
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Non-zero when one of the eight bytes of `v` is CR, LF or NUL. The classic "has a byte
+/// less than n" (exact as to whether there is one): text has no byte below 14, and only then
+/// are the three told from a tab.
+fn line_breakers(v: u64) -> u64 {
+    let less = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    if less(v, 14) == 0 {
+        return 0;
+    }
+    less(v, 1) | less(v ^ (ONES * u64::from(b'\r')), 1) | less(v ^ (ONES * u64::from(b'\n')), 1)
+}
+
+/// `true` for every byte that may not be in an RFC 9110 token (header names).
+static NOT_TOKEN: [bool; 256] = {
+    let mut table = [true; 256];
+    let mut b = 0;
+    while b < 256 {
+        if (b as u8).is_ascii_alphanumeric() {
+            table[b] = false;
+        }
+        b += 1;
+    }
+    let extra = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = false;
+        i += 1;
+    }
+    table
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_tokens() {
+        assert!(!invalid(b"X-Ok", b"fine value"));
+        assert!(invalid(b"", b"v"));
+        assert!(invalid(b"Bad Name", b"v"));
+        assert!(invalid(b"X:", b"v"));
+        assert!(invalid(b"X\xff", b"v"));
+        assert!(!invalid(b"!#$%&'*+-.^_`|~09azAZ", b""));
+    }
+
+    #[test]
+    fn every_line_breaker_is_found_wherever_it_is() {
+        for len in (0..70).chain([200]) {
+            let clean = vec![b'a'; len];
+            assert!(!breaks_line(&clean), "{len}");
+            // Bytes next to the three, and high bytes (obs-text), are allowed.
+            let near: Vec<u8> = (0..len)
+                .map(|i| [1, 9, 11, 12, 14, 0x80, 0xff][i % 7])
+                .collect();
+            assert!(!breaks_line(&near), "{len} {near:?}");
+            for at in 0..len {
+                for bad in [b'\r', b'\n', 0] {
+                    let mut v = clean.clone();
+                    v[at] = bad;
+                    assert!(breaks_line(&v), "{len} {at} {bad}");
+                }
+            }
+        }
+    }
+}
