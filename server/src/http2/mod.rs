@@ -5,6 +5,9 @@
 mod batched;
 mod fields;
 mod flood;
+// Used by the connection of the next step.
+#[allow(dead_code)]
+mod hpack;
 mod rewind;
 mod stream;
 
