@@ -5,6 +5,8 @@
 mod batched;
 mod fields;
 mod flood;
+#[allow(dead_code)]
+mod frame;
 // Used by the connection of the next step.
 #[allow(dead_code)]
 mod hpack;
