@@ -35,7 +35,6 @@ pub enum Reason {
     StreamClosed = 0x5,
     FrameSize = 0x6,
     Refused = 0x7,
-    Cancel = 0x8,
     Compression = 0x9,
     EnhanceYourCalm = 0xb,
 }

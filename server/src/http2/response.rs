@@ -1,0 +1,130 @@
+//! A response as frames in the connection's output: HEADERS (with CONTINUATION past the
+//! client's frame size), and DATA within that size. The windows are taken before (see
+//! `core::StreamIo::reserve`).
+
+use std::io;
+
+use osprey_sdk::{FileRange, Response};
+
+use super::core::Core;
+use super::frame::{self, CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, HEADER_LEN};
+
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or the core sets itself.
+fn skipped(name: &str) -> bool {
+    [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "date",
+        "keep-alive",
+        "upgrade",
+        "proxy-connection",
+        "te",
+    ]
+    .iter()
+    .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// The response's HEADERS: status, date, server (unless the handler set one), content-length
+/// when known, the handler's fields. `end`: no DATA follows.
+pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end: bool) {
+    let Core {
+        out,
+        encoder: enc,
+        peer_max_frame,
+        ..
+    } = core;
+    let at = out.len();
+    frame::put_head(out, 0, HEADERS, 0, id);
+    enc.status(out, resp.status);
+    crate::http::date::with_date(|date| enc.field(out, b"date", date));
+    let mut has_server = false;
+    for h in resp.headers.iter() {
+        if skipped(&h.name) {
+            continue;
+        }
+        has_server |= h.name.eq_ignore_ascii_case("server");
+        enc.field_lowercasing(out, h.name.as_bytes(), h.value.as_bytes());
+    }
+    if !has_server {
+        enc.field(out, b"server", b"osprey");
+    }
+    if let Some(n) = length {
+        let mut digits = itoa::Buffer::new();
+        enc.field(out, b"content-length", digits.format(n).as_bytes());
+    }
+    let end_flag = if end { END_STREAM } else { 0 };
+    let block = out.len() - at - HEADER_LEN;
+    if block <= *peer_max_frame {
+        frame::set_len(out, at, block);
+        out[at + 4] = end_flag | END_HEADERS;
+        return;
+    }
+    // Too large for one frame: the rest of the block follows in CONTINUATION frames.
+    let rest = out.split_off(at + HEADER_LEN + *peer_max_frame);
+    frame::set_len(out, at, *peer_max_frame);
+    out[at + 4] = end_flag;
+    let mut chunks = rest.chunks(*peer_max_frame).peekable();
+    while let Some(chunk) = chunks.next() {
+        let flags = if chunks.peek().is_none() {
+            END_HEADERS
+        } else {
+            0
+        };
+        frame::put_head(out, chunk.len(), CONTINUATION, flags, id);
+        out.extend_from_slice(chunk);
+    }
+}
+
+/// `data` as DATA frames; `end`: END_STREAM on the last (an empty frame when `data` is).
+pub fn data(core: &mut Core, id: u32, data: &[u8], end: bool) {
+    let max = core.peer_max_frame;
+    if data.is_empty() {
+        frame::put_head(&mut core.out, 0, DATA, if end { END_STREAM } else { 0 }, id);
+        return;
+    }
+    let mut chunks = data.chunks(max).peekable();
+    while let Some(chunk) = chunks.next() {
+        let last = end && chunks.peek().is_none();
+        frame::put_head(
+            &mut core.out,
+            chunk.len(),
+            DATA,
+            if last { END_STREAM } else { 0 },
+            id,
+        );
+        core.out.extend_from_slice(chunk);
+        core.flood.sent_data();
+    }
+}
+
+/// `len` bytes of `range` from `offset` read straight into DATA frames.
+pub fn file_data(
+    core: &mut Core,
+    id: u32,
+    range: &FileRange,
+    mut offset: u64,
+    len: usize,
+    end: bool,
+) -> io::Result<()> {
+    let max = core.peer_max_frame;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(max);
+        left -= n;
+        let flags = if end && left == 0 { END_STREAM } else { 0 };
+        let at = core.out.len();
+        frame::put_head(&mut core.out, n, DATA, flags, id);
+        core.out.resize(at + HEADER_LEN + n, 0);
+        if let Err(e) = range
+            .file
+            .read_exact_at(&mut core.out[at + HEADER_LEN..], offset)
+        {
+            core.out.truncate(at);
+            return Err(e);
+        }
+        offset += n as u64;
+        core.flood.sent_data();
+    }
+    Ok(())
+}
