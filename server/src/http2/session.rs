@@ -114,6 +114,8 @@ pub async fn run<T>(
     let mut last_active = Instant::now();
     let preface_deadline = Instant::now() + shared.timeouts.header;
     let mut failed = false;
+    // Written bytes a TLS stream may still hold: flushed before the next read.
+    let mut unflushed = false;
     loop {
         let mut ready = std::mem::take(&mut s.ready);
         for (io, req) in ready.drain(..) {
@@ -146,7 +148,7 @@ pub async fn run<T>(
                 while let Some(Some(())) = running.next().now_or_never() {}
                 last_active = Instant::now();
             }
-            step = poll_fn(|cx| io_step(cx, &mut io, &mut rbuf, &core)) => match step {
+            step = poll_fn(|cx| io_step(cx, &mut io, &mut rbuf, &core, &mut unflushed)) => match step {
                 Ok(Step::Read(0)) | Err(_) => break,
                 Ok(Step::Read(_)) => {
                     if let Err(reason) = s.process(&mut rbuf) {
@@ -159,11 +161,14 @@ pub async fn run<T>(
                 Ok(Step::Wrote) => core.borrow_mut().drained(),
             },
             _ = stop.changed(), if !s.going_away => s.go_away(Reason::NoError),
-            _ = tokio::time::sleep_until(deadline), if idle && !s.going_away => {
-                if !s.settings_seen {
+            // Idle: a GOAWAY, and if streams still drain request bodies a keep-alive later,
+            // the end.
+            _ = tokio::time::sleep_until(deadline), if idle => {
+                if !s.settings_seen || s.going_away {
                     break;
                 }
                 s.go_away(Reason::NoError);
+                last_active = Instant::now();
             }
         }
     }
@@ -197,7 +202,15 @@ fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
     io: &mut T,
     rbuf: &mut Vec<u8>,
     core: &RefCell<Core>,
+    unflushed: &mut bool,
 ) -> Poll<io::Result<Step>> {
+    if *unflushed {
+        match Pin::new(&mut *io).poll_flush(cx) {
+            Poll::Ready(Ok(())) => *unflushed = false,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+    }
     {
         let mut c = core.borrow_mut();
         let c = &mut *c;
@@ -209,11 +222,8 @@ fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
                     if c.written == c.out.len() {
                         c.out.clear();
                         c.written = 0;
-                        // TLS holds written bytes until flushed.
-                        if let Poll::Ready(Err(e)) = Pin::new(&mut *io).poll_flush(cx) {
-                            return Poll::Ready(Err(e));
-                        }
                     }
+                    *unflushed = true;
                     return Poll::Ready(Ok(Step::Wrote));
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
