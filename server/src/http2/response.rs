@@ -128,3 +128,57 @@ pub fn file_data(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http2::flood::Flood;
+    use crate::http2::frame::Head;
+    use crate::http2::hpack::Decoder;
+    use osprey_sdk::abi_stable::std_types::RString;
+
+    /// The frames in `out`: header and payload.
+    fn frames(out: &[u8]) -> Vec<(Head, &[u8])> {
+        let mut all = Vec::new();
+        let mut at = 0;
+        while at < out.len() {
+            let head = Head::parse(out[at..at + HEADER_LEN].try_into().unwrap());
+            let end = at + HEADER_LEN + head.len;
+            all.push((head, &out[at + HEADER_LEN..end]));
+            at = end;
+        }
+        all
+    }
+
+    #[test]
+    fn a_head_past_the_frame_size_continues_in_continuation_frames() {
+        let mut core = Core::new(1 << 20, Flood::new(0));
+        let mut resp = Response::default();
+        let big = "v".repeat(40_000);
+        resp.header("X-Big", RString::from(big));
+        head(&mut core, 5, &resp, Some(3), false);
+        let frames = frames(&core.out);
+        let kinds: Vec<_> = frames.iter().map(|(h, _)| (h.kind, h.flags)).collect();
+        assert_eq!(
+            kinds,
+            [(HEADERS, 0), (CONTINUATION, 0), (CONTINUATION, END_HEADERS)]
+        );
+        let block: Vec<u8> = frames.iter().flat_map(|(_, p)| p.to_vec()).collect();
+        let mut fields = Vec::new();
+        Decoder::new(4096)
+            .decode(&block, |n, v| fields.push((n.to_vec(), v.len())))
+            .unwrap();
+        assert_eq!(fields[0], (b":status".to_vec(), 3));
+        assert!(fields.contains(&(b"x-big".to_vec(), 40_000)));
+        assert!(fields.contains(&(b"content-length".to_vec(), 1)));
+    }
+
+    #[test]
+    fn data_is_cut_at_the_frame_size_and_ends_the_stream_once() {
+        let mut core = Core::new(1 << 20, Flood::new(0));
+        data(&mut core, 1, &[7; 40_000], true);
+        let frames = frames(&core.out);
+        let sizes: Vec<_> = frames.iter().map(|(h, _)| (h.len, h.flags)).collect();
+        assert_eq!(sizes, [(16_384, 0), (16_384, 0), (7_232, END_STREAM)]);
+    }
+}
