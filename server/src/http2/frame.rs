@@ -71,7 +71,7 @@ impl Head {
         };
         let size_ok = match self.kind {
             SETTINGS if self.flags & ACK != 0 => self.len == 0,
-            SETTINGS => self.len % 6 == 0,
+            SETTINGS => self.len.is_multiple_of(6),
             GOAWAY => self.len >= 8,
             _ => fixed.is_none_or(|n| self.len == n),
         };

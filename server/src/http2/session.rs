@@ -437,7 +437,7 @@ impl Session {
     }
 
     fn headers(&mut self, head: Head, payload: &[u8]) -> Result<(), Reason> {
-        if head.stream % 2 == 0 {
+        if head.stream.is_multiple_of(2) {
             return Err(Reason::Protocol);
         }
         let mut block = frame::unpad(head.flags, payload)?;
