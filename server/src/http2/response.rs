@@ -8,21 +8,22 @@ use osprey_sdk::{FileRange, Response};
 
 use super::core::Core;
 use super::frame::{self, CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, HEADER_LEN};
+use super::hpack;
 
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or the core sets itself.
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or the core sets itself; by length first, as
+/// most names match none.
 fn skipped(name: &str) -> bool {
-    [
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "date",
-        "keep-alive",
-        "upgrade",
-        "proxy-connection",
-        "te",
-    ]
-    .iter()
-    .any(|n| n.eq_ignore_ascii_case(name))
+    let candidates: &[&str] = match name.len() {
+        2 => &["te"],
+        4 => &["date"],
+        7 => &["upgrade"],
+        10 => &["connection", "keep-alive"],
+        14 => &["content-length"],
+        16 => &["proxy-connection"],
+        17 => &["transfer-encoding"],
+        _ => return false,
+    };
+    candidates.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// The response's HEADERS: status, date, server (unless the handler set one), content-length
@@ -37,7 +38,7 @@ pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end:
     let at = out.len();
     frame::put_head(out, 0, HEADERS, 0, id);
     enc.status(out, resp.status);
-    crate::http::date::with_date(|date| enc.field(out, b"date", date));
+    crate::http::date::with_date(|date| enc.indexed_name(out, hpack::DATE, date));
     let mut has_server = false;
     for h in resp.headers.iter() {
         if skipped(&h.name) {
@@ -47,11 +48,11 @@ pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end:
         enc.field_lowercasing(out, h.name.as_bytes(), h.value.as_bytes());
     }
     if !has_server {
-        enc.field(out, b"server", b"osprey");
+        enc.indexed_name(out, hpack::SERVER, b"osprey");
     }
     if let Some(n) = length {
         let mut digits = itoa::Buffer::new();
-        enc.field(out, b"content-length", digits.format(n).as_bytes());
+        enc.indexed_name(out, hpack::CONTENT_LENGTH, digits.format(n).as_bytes());
     }
     let end_flag = if end { END_STREAM } else { 0 };
     let block = out.len() - at - HEADER_LEN;
@@ -148,6 +149,26 @@ mod tests {
             at = end;
         }
         all
+    }
+
+    #[test]
+    fn connection_specific_and_core_fields_are_skipped() {
+        for name in [
+            "TE",
+            "date",
+            "Upgrade",
+            "connection",
+            "Keep-Alive",
+            "content-length",
+        ] {
+            assert!(skipped(name), "{name}");
+        }
+        for name in ["proxy-connection", "Transfer-Encoding"] {
+            assert!(skipped(name), "{name}");
+        }
+        for name in ["content-type", "x-date", "server", "tee"] {
+            assert!(!skipped(name), "{name}");
+        }
     }
 
     #[test]

@@ -36,13 +36,20 @@ impl Encoder {
     /// A field; the name must be lowercase already.
     pub fn field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         match name_index(name) {
-            Some(i) => write_int(out, i, 4, 0),
+            Some(i) => self.indexed_name(out, i, value),
             None => {
                 out.push(0);
                 write_int(out, name.len(), 7, 0);
                 out.extend_from_slice(name);
+                write_int(out, value.len(), 7, 0);
+                out.extend_from_slice(value);
             }
         }
+    }
+
+    /// A field whose name is the static table's entry `index` (the fields the core sets).
+    pub fn indexed_name(&mut self, out: &mut Vec<u8>, index: usize, value: &[u8]) {
+        write_int(out, index, 4, 0);
         write_int(out, value.len(), 7, 0);
         out.extend_from_slice(value);
     }

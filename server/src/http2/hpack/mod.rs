@@ -12,6 +12,7 @@ mod table;
 
 pub use decode::Decoder;
 pub use encode::Encoder;
+pub use static_table::{CONTENT_LENGTH, DATE, SERVER};
 
 /// A decoding error: a connection error COMPRESSION_ERROR (RFC 9113 §4.3).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
