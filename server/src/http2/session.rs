@@ -231,6 +231,13 @@ fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+    {
+        // A client that sends but does not read is not read either once its answers pile up.
+        let c = core.borrow();
+        if c.out.len() - c.written > 4 * c.out_limit {
+            return Poll::Pending;
+        }
+    }
     if rbuf.capacity() - rbuf.len() < READ_ROOM / 2 {
         rbuf.reserve(READ_ROOM);
     }
