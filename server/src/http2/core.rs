@@ -115,7 +115,7 @@ impl Core {
             written: 0,
             out_waiters: Vec::new(),
             out_limit,
-            encoder: Encoder,
+            encoder: Encoder::default(),
             streams: Streams::default(),
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
             peer_initial_window: frame::DEFAULT_WINDOW as i64,

@@ -37,6 +37,7 @@ pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end:
     } = core;
     let at = out.len();
     frame::put_head(out, 0, HEADERS, 0, id);
+    enc.begin(out);
     enc.status(out, resp.status);
     crate::http::date::with_date(|date| enc.indexed_name(out, hpack::DATE, date));
     let mut has_server = false;
@@ -48,7 +49,7 @@ pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end:
         enc.field_lowercasing(out, h.name.as_bytes(), h.value.as_bytes());
     }
     if !has_server {
-        enc.indexed_name(out, hpack::SERVER, b"osprey");
+        enc.indexing(out, hpack::SERVER, b"server", b"osprey");
     }
     if let Some(n) = length {
         let mut digits = itoa::Buffer::new();

@@ -357,6 +357,7 @@ impl Session {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
             match id {
+                0x1 => core.encoder.set_max(value as usize),
                 0x2 if value > 1 => return Err(Reason::Protocol),
                 0x4 => {
                     if value as i64 > MAX_WINDOW {

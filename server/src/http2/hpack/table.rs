@@ -33,6 +33,21 @@ impl Table {
         Some(both.split_at(*name))
     }
 
+    /// The index of an entry of the dynamic table with this name and value.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        let len = name.len() + value.len();
+        self.entries
+            .iter()
+            .position(|(both, n)| {
+                *n == name.len() && both.len() == len && &both[..*n] == name && &both[*n..] == value
+            })
+            .map(|at| STATIC.len() + 1 + at)
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     pub fn set_max(&mut self, max: usize) {
         self.max = max;
         self.evict(0);

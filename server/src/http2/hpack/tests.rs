@@ -215,7 +215,7 @@ fn malformed_blocks_are_errors() {
 
 #[test]
 fn the_encoder_output_decodes() {
-    let mut e = Encoder;
+    let mut e = Encoder::default();
     let mut out = Vec::new();
     e.status(&mut out, 200);
     e.status(&mut out, 418);
@@ -234,4 +234,44 @@ fn the_encoder_output_decodes() {
             ("x-long", &long),
         ])
     );
+}
+
+#[test]
+fn repeated_fields_are_indexed_and_size_updates_are_signalled() {
+    let mut e = Encoder::default();
+    let mut d = Decoder::new(4096);
+    let block = |e: &mut Encoder| {
+        let mut out = Vec::new();
+        e.begin(&mut out);
+        e.status(&mut out, 200);
+        e.field(&mut out, b"server", b"osprey");
+        e.field(&mut out, b"content-type", b"text/plain");
+        e.field(&mut out, b"etag", b"\"1\"");
+        out
+    };
+    let want = pairs(&[
+        (":status", "200"),
+        ("server", "osprey"),
+        ("content-type", "text/plain"),
+        ("etag", "\"1\""),
+    ]);
+    let first = block(&mut e);
+    assert_eq!(decode(&mut d, &first).unwrap(), want);
+    let second = block(&mut e);
+    assert_eq!(decode(&mut d, &second).unwrap(), want);
+    // The indexed fields are one byte each the second time.
+    assert_eq!(second.len(), first.len() - (1 + 6) - (1 + 10));
+    assert_eq!(d.table_size(), e.table_size());
+    // The client shrinks its table: the next block starts with the update, and the tables
+    // still agree.
+    e.set_max(0);
+    let third = block(&mut e);
+    assert_eq!(third[0], 0x20);
+    assert_eq!(decode(&mut d, &third).unwrap(), want);
+    assert_eq!(d.table_size(), 0);
+    e.set_max(8192);
+    let fourth = block(&mut e);
+    assert_eq!(&fourth[..3], &[0x3f, 0xe1, 0x1f]);
+    assert_eq!(decode(&mut d, &fourth).unwrap(), want);
+    assert_eq!(d.table_size(), e.table_size());
 }
