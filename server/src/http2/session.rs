@@ -5,28 +5,33 @@
 //! and the session write goes into one output buffer, written when nothing more is ready, so
 //! the frames of many streams leave in one write.
 
+//!
+//! This file: the connection's loop and the control frames; `session/streams.rs`: the frames
+//! that open streams and carry their bodies; `session/io.rs`: the loop's read and write.
+
+mod io;
+mod streams;
+
 use std::cell::RefCell;
 use std::future::poll_fn;
-use std::io;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::core::{Core, Slot, StreamIo};
+use super::core::{Core, StreamIo};
 use super::flood::Flood;
 use super::frame::{self, *};
 use super::hpack::Decoder;
-use super::request::{self, Builder, Request};
+use super::request::Request;
 use super::stream;
 use crate::dispatch::Peer;
 use crate::server::Shared;
+use io::{io_step, Step};
 
 /// Our SETTINGS_HEADER_TABLE_SIZE (the default).
 const HEADER_TABLE: usize = 4096;
@@ -189,69 +194,6 @@ pub async fn run<T>(
     })
     .await;
     while running.next().await.is_some() {}
-}
-
-enum Step {
-    Read(usize),
-    Wrote,
-}
-
-/// Write what is in the output buffer, and read into `rbuf`: whichever is ready first.
-fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
-    cx: &mut std::task::Context<'_>,
-    io: &mut T,
-    rbuf: &mut Vec<u8>,
-    core: &RefCell<Core>,
-    unflushed: &mut bool,
-) -> Poll<io::Result<Step>> {
-    if *unflushed {
-        match Pin::new(&mut *io).poll_flush(cx) {
-            Poll::Ready(Ok(())) => *unflushed = false,
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => {}
-        }
-    }
-    {
-        let mut c = core.borrow_mut();
-        let c = &mut *c;
-        if c.written < c.out.len() {
-            match Pin::new(&mut *io).poll_write(cx, &c.out[c.written..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    c.written += n;
-                    if c.written == c.out.len() {
-                        c.out.clear();
-                        c.written = 0;
-                    }
-                    *unflushed = true;
-                    return Poll::Ready(Ok(Step::Wrote));
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {}
-            }
-        }
-    }
-    {
-        // A client that sends but does not read is not read either once its answers pile up.
-        let c = core.borrow();
-        if c.out.len() - c.written > 4 * c.out_limit {
-            return Poll::Pending;
-        }
-    }
-    if rbuf.capacity() - rbuf.len() < READ_ROOM / 2 {
-        rbuf.reserve(READ_ROOM);
-    }
-    let mut buf = ReadBuf::uninit(rbuf.spare_capacity_mut());
-    match Pin::new(io).poll_read(cx, &mut buf) {
-        Poll::Ready(Ok(())) => {
-            let n = buf.filled().len();
-            // SAFETY: `n` bytes of the spare capacity were just filled.
-            unsafe { rbuf.set_len(rbuf.len() + n) };
-            Poll::Ready(Ok(Step::Read(n)))
-        }
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Pending => Poll::Pending,
-    }
 }
 
 impl Session {
@@ -442,191 +384,5 @@ impl Session {
     /// A stream id the client has not opened yet.
     fn is_idle(&self, id: u32) -> bool {
         id > self.last_id
-    }
-
-    fn headers(&mut self, head: Head, payload: &[u8]) -> Result<(), Reason> {
-        if head.stream.is_multiple_of(2) {
-            return Err(Reason::Protocol);
-        }
-        let mut block = frame::unpad(head.flags, payload)?;
-        if head.flags & PRIORITY_FLAG != 0 {
-            if block.len() < 5 {
-                return Err(Reason::FrameSize);
-            }
-            let dep = u32::from_be_bytes(block[..4].try_into().unwrap()) & 0x7fff_ffff;
-            if dep == head.stream {
-                return Err(Reason::Protocol);
-            }
-            block = &block[5..];
-        }
-        if head.flags & END_HEADERS == 0 {
-            self.pending = Some(Pending {
-                id: head.stream,
-                flags: head.flags,
-                block: block.to_vec(),
-            });
-            return Ok(());
-        }
-        self.block(head.stream, head.flags, block)
-    }
-
-    fn continuation(&mut self, head: Head, payload: &[u8]) -> Result<(), Reason> {
-        let Some(pending) = &mut self.pending else {
-            return Err(Reason::Protocol);
-        };
-        pending.block.extend_from_slice(payload);
-        // A block this large is over the header list limit whatever it decodes to.
-        if pending.block.len() > 2 * self.max_list + 64 * 1024 {
-            return Err(Reason::EnhanceYourCalm);
-        }
-        if head.flags & END_HEADERS == 0 {
-            return Ok(());
-        }
-        let p = self.pending.take().unwrap();
-        self.block(p.id, p.flags, &p.block)
-    }
-
-    /// A complete header block: a new request, or a trailer block.
-    fn block(&mut self, id: u32, flags: u8, block: &[u8]) -> Result<(), Reason> {
-        let end_stream = flags & END_STREAM != 0;
-        if !self.is_idle(id) {
-            return self.trailers(id, end_stream, block);
-        }
-        self.last_id = id;
-        let mut builder = Builder::new(&mut self.pseudo, self.max_list);
-        self.decoder
-            .decode(block, |n, v| builder.field(n, v))
-            .map_err(|_| Reason::Compression)?;
-        let mut core = self.core.borrow_mut();
-        if self.going_away {
-            core.remember(id, true);
-            return Ok(());
-        }
-        if core.streams.len() >= self.max_streams {
-            frame::put_rst(&mut core.out, id, Reason::Refused);
-            core.remember(id, true);
-            return Ok(());
-        }
-        let req = match builder.finish() {
-            Ok(req) if !(end_stream && req.content_length.is_some_and(|n| n > 0)) => req,
-            _ => {
-                frame::put_rst(&mut core.out, id, Reason::Protocol);
-                core.remember(id, true);
-                return Ok(());
-            }
-        };
-        let mut slot = Slot::new(
-            core.peer_initial_window,
-            self.initial_window,
-            req.content_length,
-        );
-        slot.remote_done = end_stream;
-        core.streams.insert(id, slot);
-        let io = StreamIo {
-            id,
-            core: self.core.clone(),
-            done: false,
-        };
-        self.ready.push((io, req));
-        Ok(())
-    }
-
-    /// A header block on a stream already opened: trailers end its body (§8.1).
-    fn trailers(&mut self, id: u32, end_stream: bool, block: &[u8]) -> Result<(), Reason> {
-        let mut bad = false;
-        self.decoder
-            .decode(block, |n, _| bad |= request::check_trailer(n).is_err())
-            .map_err(|_| Reason::Compression)?;
-        let mut core = self.core.borrow_mut();
-        let Some(slot) = core.streams.get_mut(&id) else {
-            return Err(match core.was_closed(id) {
-                Some(_) => Reason::StreamClosed,
-                None => Reason::Protocol,
-            });
-        };
-        if slot.remote_done {
-            core.reset(id, Reason::StreamClosed);
-            return Ok(());
-        }
-        if bad || !end_stream || slot.content_length.is_some_and(|n| n != slot.received) {
-            core.reset(id, Reason::Protocol);
-            return Ok(());
-        }
-        slot.remote_done = true;
-        slot.wake();
-        if slot.local_done {
-            core.close(id);
-        }
-        Ok(())
-    }
-
-    fn data(&mut self, head: Head, payload: &[u8]) -> Result<(), Reason> {
-        let id = head.stream;
-        let len = payload.len();
-        let mut core = self.core.borrow_mut();
-        core.recv_window -= len as i64;
-        if core.recv_window < 0 {
-            return Err(Reason::FlowControl);
-        }
-        let Some(slot) = core.streams.get_mut(&id) else {
-            if self.is_idle(id) {
-                return Err(Reason::Protocol);
-            }
-            return match core.was_closed(id) {
-                // Sent before the client saw our RST_STREAM: dropped.
-                Some(true) => {
-                    core.release_connection(len);
-                    Ok(())
-                }
-                _ => Err(Reason::StreamClosed),
-            };
-        };
-        if slot.remote_done {
-            core.release_connection(len);
-            core.reset(id, Reason::StreamClosed);
-            return Ok(());
-        }
-        slot.recv_window -= len as i64;
-        if slot.recv_window < 0 {
-            core.release_connection(len);
-            core.reset(id, Reason::FlowControl);
-            return Ok(());
-        }
-        let data = frame::unpad(head.flags, payload)?;
-        let end = head.flags & END_STREAM != 0;
-        slot.received += data.len() as u64;
-        if let Some(n) = slot.content_length {
-            if slot.received > n || (end && slot.received != n) {
-                core.release_connection(len);
-                core.reset(id, Reason::Protocol);
-                return Ok(());
-            }
-        }
-        if slot.local_done {
-            // The response is sent: what still comes is dropped, up to a bound.
-            slot.drained += len;
-            let drained = slot.drained;
-            if end {
-                core.close(id);
-                core.release_connection(len);
-            } else if drained > DRAIN_BYTES {
-                core.release_connection(len);
-                core.reset(id, Reason::NoError);
-            } else {
-                core.release(id, len);
-            }
-            return Ok(());
-        }
-        // Padding counts against the windows but is never taken by the stream.
-        let padding = len - data.len();
-        if !data.is_empty() {
-            slot.pieces.push_back(data.to_vec());
-        }
-        if end {
-            slot.remote_done = true;
-        }
-        slot.wake();
-        core.release(id, padding);
-        Ok(())
     }
 }
