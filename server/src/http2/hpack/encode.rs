@@ -122,8 +122,14 @@ impl Encoder {
         if !name.iter().any(u8::is_ascii_uppercase) {
             return self.field(out, name, value);
         }
-        let lower = name.to_ascii_lowercase();
-        self.field(out, &lower, value)
+        // Lowercased on the stack: handlers write `Content-Type`, `ETag`, ... on every answer.
+        let mut buf = [0u8; 64];
+        if let Some(lower) = buf.get_mut(..name.len()) {
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            return self.field(out, lower, value);
+        }
+        self.field(out, &name.to_ascii_lowercase(), value)
     }
 
     #[cfg(test)]

@@ -1,7 +1,9 @@
 //! HPACK (RFC 7541): the request decoder and the response encoder. Written here rather than
-//! taken from a crate: the crates (`hpack`, `fluke-hpack`, `httlib-hpack`) hand out an owned
-//! `Vec` per field, where this decoder calls back with slices of the block (or of one scratch
-//! buffer for Huffman strings).
+//! taken from a crate: `hpack` (0.3, unmaintained since 2016) and its fork `fluke-hpack` call
+//! back with a `Cow` per field that is an allocation for every Huffman-coded string (clients
+//! Huffman-code nearly all of them), and their encoders return a new `Vec` per block; this
+//! decoder calls back with slices of the block or of one reused scratch buffer, and the
+//! encoder writes into the connection's output buffer.
 
 mod decode;
 mod encode;

@@ -221,6 +221,7 @@ fn the_encoder_output_decodes() {
     e.status(&mut out, 418);
     e.field(&mut out, b"content-type", b"text/plain");
     e.field_lowercasing(&mut out, b"X-Custom", b"v");
+    e.field_lowercasing(&mut out, "X-".repeat(40).as_bytes(), b"w");
     e.field(&mut out, b"x-long", &[b'a'; 300]);
     let mut d = Decoder::new(4096);
     let long = "a".repeat(300);
@@ -231,6 +232,7 @@ fn the_encoder_output_decodes() {
             (":status", "418"),
             ("content-type", "text/plain"),
             ("x-custom", "v"),
+            (&"x-".repeat(40), "w"),
             ("x-long", &long),
         ])
     );
