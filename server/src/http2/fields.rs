@@ -1,5 +1,5 @@
-//! Request field rules of RFC 9113 that the `h2` crate leaves to the server: it already
-//! refuses uppercase, connection-specific and invalid names, and CR, LF or NUL in values.
+//! Request field rules of RFC 9113 on values and on Host (the rest of §8.2/§8.3 is in
+//! `request.rs`, which calls these).
 
 use crate::http::{bad, HttpError};
 

@@ -1,0 +1,108 @@
+//! The header block decoder (RFC 7541 §6): each field is handed to a callback as slices, of the
+//! block itself or of a scratch buffer that Huffman strings are decoded into.
+
+use super::table::Table;
+use super::{huffman, read_int, DecodeError};
+
+pub struct Decoder {
+    table: Table,
+    /// Our SETTINGS_HEADER_TABLE_SIZE: the most a size update may ask for.
+    limit: usize,
+    scratch: Vec<u8>,
+}
+
+/// Where a string is: in the block, or in the scratch buffer (after Huffman decoding).
+#[derive(Clone, Copy)]
+enum Str {
+    Block(usize, usize),
+    Scratch(usize, usize),
+    /// A name from the tables.
+    Index(usize),
+}
+
+impl Decoder {
+    pub fn new(limit: usize) -> Decoder {
+        Decoder {
+            table: Table::new(limit),
+            limit,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Decode a complete header block, calling `field(name, value)` for each field in order.
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        mut field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), DecodeError> {
+        let mut pos = 0;
+        let mut fields_seen = false;
+        while pos < block.len() {
+            let b = block[pos];
+            self.scratch.clear();
+            if b & 0x80 != 0 {
+                // §6.1 indexed field.
+                let index = read_int(block, &mut pos, 7)?;
+                let (name, value) = self.table.get(index).ok_or(DecodeError::Index)?;
+                field(name, value);
+                fields_seen = true;
+            } else if b & 0xe0 == 0x20 {
+                // §6.3 dynamic table size update: only before the first field (§4.2).
+                let size = read_int(block, &mut pos, 5)?;
+                if fields_seen || size > self.limit {
+                    return Err(DecodeError::SizeUpdate);
+                }
+                self.table.set_max(size);
+            } else {
+                // §6.2 literals: with incremental indexing (01), without (0000), never (0001).
+                let (prefix, indexing) = if b & 0x40 != 0 { (6, true) } else { (4, false) };
+                let index = read_int(block, &mut pos, prefix)?;
+                let name = if index == 0 {
+                    self.string(block, &mut pos)?
+                } else {
+                    self.table.get(index).ok_or(DecodeError::Index)?;
+                    Str::Index(index)
+                };
+                let value = self.string(block, &mut pos)?;
+                let (n, v) = (self.resolve(block, name), self.resolve(block, value));
+                field(n, v);
+                if indexing {
+                    let (n, v) = (n.to_vec(), v.to_vec());
+                    self.table.insert(&n, &v);
+                }
+                fields_seen = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// A string literal (§5.2).
+    fn string(&mut self, block: &[u8], pos: &mut usize) -> Result<Str, DecodeError> {
+        let huffman = *block.get(*pos).ok_or(DecodeError::Truncated)? & 0x80 != 0;
+        let len = read_int(block, pos, 7)?;
+        let start = *pos;
+        if len > block.len() - start {
+            return Err(DecodeError::StringLength);
+        }
+        *pos += len;
+        if !huffman {
+            return Ok(Str::Block(start, start + len));
+        }
+        let from = self.scratch.len();
+        huffman::decode(&block[start..start + len], &mut self.scratch)?;
+        Ok(Str::Scratch(from, self.scratch.len()))
+    }
+
+    fn resolve<'a>(&'a self, block: &'a [u8], s: Str) -> &'a [u8] {
+        match s {
+            Str::Block(a, b) => &block[a..b],
+            Str::Scratch(a, b) => &self.scratch[a..b],
+            Str::Index(i) => self.table.get(i).map_or(&[][..], |(name, _)| name),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn table_size(&self) -> usize {
+        self.table.size()
+    }
+}

@@ -1,0 +1,139 @@
+//! The response header encoder: `:status` from the static table when it is there, names by
+//! their static index, values as plain literals (§6.2). A few fields whose values repeat from
+//! response to response (`server`, `content-type`, ...) are added to the dynamic table and then
+//! sent as one byte; the table mirrors the client's, within its SETTINGS_HEADER_TABLE_SIZE.
+//! `date` is not indexed: a new value each second would fill the table with stale ones.
+
+use super::static_table::{name_index, SERVER};
+use super::table::Table;
+use super::write_int;
+
+/// The most of the client's table we use (its default size).
+const MAX_TABLE: usize = 4096;
+/// Longer values are not indexed.
+const MAX_INDEXED_VALUE: usize = 128;
+
+pub struct Encoder {
+    table: Table,
+    /// Size updates to signal at the start of the next block (§4.2): the smallest since the
+    /// last block, then the current one.
+    update: Option<(usize, usize)>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder {
+            table: Table::new(MAX_TABLE),
+            update: None,
+        }
+    }
+}
+
+/// Static name indexes of the fields worth indexing: accept-ranges, cache-control,
+/// content-encoding, content-type, server, vary.
+fn indexed(name_index: usize) -> bool {
+    matches!(name_index, 18 | 24 | 26 | 31 | SERVER | 59)
+}
+
+impl Encoder {
+    /// The client's SETTINGS_HEADER_TABLE_SIZE.
+    pub fn set_max(&mut self, max: usize) {
+        let max = max.min(MAX_TABLE);
+        if max == self.table.max() && self.update.is_none() {
+            return;
+        }
+        self.table.set_max(max);
+        let smallest = self.update.map_or(max, |(s, _)| s.min(max));
+        self.update = Some((smallest, max));
+    }
+
+    /// Start a header block.
+    pub fn begin(&mut self, out: &mut Vec<u8>) {
+        if let Some((smallest, last)) = self.update.take() {
+            if smallest != last {
+                write_int(out, smallest, 5, 0x20);
+            }
+            write_int(out, last, 5, 0x20);
+        }
+    }
+
+    /// `:status` (§8.3.2 of RFC 9113).
+    pub fn status(&mut self, out: &mut Vec<u8>, status: u16) {
+        let index = match status {
+            200 => 8,
+            204 => 9,
+            206 => 10,
+            304 => 11,
+            400 => 12,
+            404 => 13,
+            500 => 14,
+            _ => 0,
+        };
+        if index != 0 {
+            out.push(0x80 | index);
+            return;
+        }
+        // Literal without indexing, the name `:status` (index 8).
+        out.push(0x08);
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(status);
+        write_int(out, text.len(), 7, 0);
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    /// A field; the name must be lowercase already.
+    pub fn field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        match name_index(name) {
+            Some(i) if indexed(i) && value.len() <= MAX_INDEXED_VALUE => {
+                self.indexing(out, i, name, value)
+            }
+            Some(i) => self.indexed_name(out, i, value),
+            None => {
+                out.push(0);
+                write_int(out, name.len(), 7, 0);
+                out.extend_from_slice(name);
+                write_int(out, value.len(), 7, 0);
+                out.extend_from_slice(value);
+            }
+        }
+    }
+
+    /// A field whose name is the static table's entry `index` (the fields the core sets).
+    pub fn indexed_name(&mut self, out: &mut Vec<u8>, index: usize, value: &[u8]) {
+        write_int(out, index, 4, 0);
+        write_int(out, value.len(), 7, 0);
+        out.extend_from_slice(value);
+    }
+
+    /// A field worth indexing (name index `i`): one byte once it is in the table.
+    pub fn indexing(&mut self, out: &mut Vec<u8>, i: usize, name: &[u8], value: &[u8]) {
+        if let Some(at) = self.table.find(name, value) {
+            write_int(out, at, 7, 0x80);
+            return;
+        }
+        write_int(out, i, 6, 0x40);
+        write_int(out, value.len(), 7, 0);
+        out.extend_from_slice(value);
+        self.table.insert(name, value);
+    }
+
+    /// A field whose name is written in lowercase as it is copied.
+    pub fn field_lowercasing(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        if !name.iter().any(u8::is_ascii_uppercase) {
+            return self.field(out, name, value);
+        }
+        // Lowercased on the stack: handlers write `Content-Type`, `ETag`, ... on every answer.
+        let mut buf = [0u8; 64];
+        if let Some(lower) = buf.get_mut(..name.len()) {
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            return self.field(out, lower, value);
+        }
+        self.field(out, &name.to_ascii_lowercase(), value)
+    }
+
+    #[cfg(test)]
+    pub fn table_size(&self) -> usize {
+        self.table.size()
+    }
+}

@@ -1,0 +1,194 @@
+//! The static table of RFC 7541 Appendix A (index 1 is the first entry).
+
+/// Indexes of the names the core sets on every response.
+pub const CONTENT_LENGTH: usize = 28;
+pub const DATE: usize = 33;
+pub const SERVER: usize = 54;
+
+pub const STATIC: [(&[u8], &[u8]); 61] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+/// The static index of a (lowercase) field name, for the encoder: by length first, so a name
+/// is compared with the two or three of its length, not with all of them.
+pub fn name_index(name: &[u8]) -> Option<usize> {
+    // Entries 15 on hold one name each; the pseudo-headers are encoded apart.
+    match name.len() {
+        3 => match name {
+            b"age" => Some(21),
+            b"via" => Some(60),
+            _ => None,
+        },
+        4 => match name {
+            b"date" => Some(33),
+            b"etag" => Some(34),
+            b"from" => Some(37),
+            b"host" => Some(38),
+            b"link" => Some(45),
+            b"vary" => Some(59),
+            _ => None,
+        },
+        5 => match name {
+            b"allow" => Some(22),
+            b"range" => Some(50),
+            _ => None,
+        },
+        6 => match name {
+            b"accept" => Some(19),
+            b"cookie" => Some(32),
+            b"expect" => Some(35),
+            b"server" => Some(54),
+            _ => None,
+        },
+        7 => match name {
+            b"expires" => Some(36),
+            b"referer" => Some(51),
+            b"refresh" => Some(52),
+            _ => None,
+        },
+        8 => match name {
+            b"if-match" => Some(39),
+            b"if-range" => Some(42),
+            b"location" => Some(46),
+            _ => None,
+        },
+        10 => match name {
+            b"set-cookie" => Some(55),
+            b"user-agent" => Some(58),
+            _ => None,
+        },
+        11 => match name {
+            b"retry-after" => Some(53),
+            _ => None,
+        },
+        12 => match name {
+            b"content-type" => Some(31),
+            b"max-forwards" => Some(47),
+            _ => None,
+        },
+        13 => match name {
+            b"accept-ranges" => Some(18),
+            b"authorization" => Some(23),
+            b"cache-control" => Some(24),
+            b"content-range" => Some(30),
+            b"if-none-match" => Some(41),
+            b"last-modified" => Some(44),
+            _ => None,
+        },
+        14 => match name {
+            b"accept-charset" => Some(15),
+            b"content-length" => Some(28),
+            _ => None,
+        },
+        15 => match name {
+            b"accept-encoding" => Some(16),
+            b"accept-language" => Some(17),
+            _ => None,
+        },
+        16 => match name {
+            b"content-encoding" => Some(26),
+            b"content-language" => Some(27),
+            b"content-location" => Some(29),
+            b"www-authenticate" => Some(61),
+            _ => None,
+        },
+        17 => match name {
+            b"if-modified-since" => Some(40),
+            b"transfer-encoding" => Some(57),
+            _ => None,
+        },
+        18 => match name {
+            b"proxy-authenticate" => Some(48),
+            _ => None,
+        },
+        19 => match name {
+            b"content-disposition" => Some(25),
+            b"if-unmodified-since" => Some(43),
+            b"proxy-authorization" => Some(49),
+            _ => None,
+        },
+        25 => match name {
+            b"strict-transport-security" => Some(56),
+            _ => None,
+        },
+        27 => match name {
+            b"access-control-allow-origin" => Some(20),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_found_at_its_index() {
+        for (i, (name, _)) in STATIC.iter().enumerate().skip(14) {
+            assert_eq!(name_index(name), Some(i + 1));
+        }
+        assert_eq!(name_index(b"x-custom"), None);
+        assert_eq!(name_index(b":path"), None);
+    }
+}

@@ -1,0 +1,85 @@
+//! The dynamic table (RFC 7541 §2.3.2, §4): newest entry first, evicted from the oldest; an
+//! entry's size is its name and value lengths plus 32.
+
+use std::collections::VecDeque;
+
+use super::static_table::STATIC;
+
+pub struct Table {
+    /// Name and value in one allocation, with the name's length.
+    entries: VecDeque<(Box<[u8]>, usize)>,
+    size: usize,
+    max: usize,
+}
+
+impl Table {
+    pub fn new(max: usize) -> Table {
+        Table {
+            entries: VecDeque::new(),
+            size: 0,
+            max,
+        }
+    }
+
+    /// A field by its index in both tables (1-based; the static table first).
+    pub fn get(&self, index: usize) -> Option<(&[u8], &[u8])> {
+        if index == 0 {
+            return None;
+        }
+        if index <= STATIC.len() {
+            return Some(STATIC[index - 1]);
+        }
+        let (both, name) = self.entries.get(index - STATIC.len() - 1)?;
+        Some(both.split_at(*name))
+    }
+
+    /// The index of an entry of the dynamic table with this name and value.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        let len = name.len() + value.len();
+        self.entries
+            .iter()
+            .position(|(both, n)| {
+                *n == name.len() && both.len() == len && &both[..*n] == name && &both[*n..] == value
+            })
+            .map(|at| STATIC.len() + 1 + at)
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+        self.evict(0);
+    }
+
+    /// Add a field, evicting old ones to make room (one larger than the table empties it).
+    pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + 32;
+        self.evict(size);
+        if size > self.max {
+            return;
+        }
+        let mut both = Vec::with_capacity(name.len() + value.len());
+        both.extend_from_slice(name);
+        both.extend_from_slice(value);
+        self.entries
+            .push_front((both.into_boxed_slice(), name.len()));
+        self.size += size;
+    }
+
+    /// Evict until `room` more bytes fit.
+    fn evict(&mut self, room: usize) {
+        while self.size + room > self.max {
+            let Some((both, _)) = self.entries.pop_back() else {
+                break;
+            };
+            self.size -= both.len() + 32;
+        }
+    }
+
+    #[cfg(test)]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}

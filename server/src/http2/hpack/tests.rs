@@ -1,0 +1,279 @@
+//! RFC 7541 Appendix C and malformed blocks.
+
+use super::*;
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn decode(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
+    let mut fields = Vec::new();
+    d.decode(block, |n, v| {
+        fields.push((
+            String::from_utf8(n.to_vec()).unwrap(),
+            String::from_utf8(v.to_vec()).unwrap(),
+        ))
+    })?;
+    Ok(fields)
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A string literal, Huffman-coded or not.
+fn string(out: &mut Vec<u8>, s: &str, huff: bool) {
+    if huff {
+        let mut coded = Vec::new();
+        huffman::encode(s.as_bytes(), &mut coded);
+        write_int(out, coded.len(), 7, 0x80);
+        out.extend(coded);
+    } else {
+        write_int(out, s.len(), 7, 0);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+#[test]
+fn c2_field_representations() {
+    let mut d = Decoder::new(4096);
+    // C.2.1 literal with indexing, new name.
+    let block = hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572");
+    assert_eq!(
+        decode(&mut d, &block).unwrap(),
+        pairs(&[("custom-key", "custom-header")])
+    );
+    assert_eq!(d.table_size(), 55);
+    // C.2.2 literal without indexing, indexed name.
+    let mut d = Decoder::new(4096);
+    let block = hex("040c 2f73 616d 706c 652f 7061 7468");
+    assert_eq!(
+        decode(&mut d, &block).unwrap(),
+        pairs(&[(":path", "/sample/path")])
+    );
+    assert_eq!(d.table_size(), 0);
+    // C.2.3 never indexed, new name.
+    let block = hex("1008 7061 7373 776f 7264 0673 6563 7265 74");
+    assert_eq!(
+        decode(&mut d, &block).unwrap(),
+        pairs(&[("password", "secret")])
+    );
+    assert_eq!(d.table_size(), 0);
+    // C.2.4 indexed.
+    assert_eq!(
+        decode(&mut d, &hex("82")).unwrap(),
+        pairs(&[(":method", "GET")])
+    );
+}
+
+/// C.3 (plain) and C.4 (Huffman): three requests on one connection.
+fn requests(blocks: [Vec<u8>; 3]) {
+    let mut d = Decoder::new(4096);
+    let first = [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        (":authority", "www.example.com"),
+    ];
+    assert_eq!(decode(&mut d, &blocks[0]).unwrap(), pairs(&first));
+    assert_eq!(d.table_size(), 57);
+    let mut second = first.to_vec();
+    second.push(("cache-control", "no-cache"));
+    assert_eq!(decode(&mut d, &blocks[1]).unwrap(), pairs(&second));
+    assert_eq!(d.table_size(), 110);
+    let third = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":path", "/index.html"),
+        (":authority", "www.example.com"),
+        ("custom-key", "custom-value"),
+    ];
+    assert_eq!(decode(&mut d, &blocks[2]).unwrap(), pairs(&third));
+    assert_eq!(d.table_size(), 164);
+}
+
+#[test]
+fn c3_requests_without_huffman() {
+    requests([
+        hex("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d"),
+        hex("8286 84be 5808 6e6f 2d63 6163 6865"),
+        hex("8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65"),
+    ]);
+}
+
+#[test]
+fn c4_requests_with_huffman() {
+    requests([
+        hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
+        hex("8286 84be 5886 a8eb 1064 9cbf"),
+        hex("8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf"),
+    ]);
+}
+
+/// C.5 (plain) and C.6 (Huffman): three responses with a 256-byte table, so entries are
+/// evicted.
+fn responses(huff: bool) {
+    let date1 = "Mon, 21 Oct 2013 20:13:21 GMT";
+    let date2 = "Mon, 21 Oct 2013 20:13:22 GMT";
+    let cookie = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
+    let lit = |out: &mut Vec<u8>, index: usize, value: &str| {
+        write_int(out, index, 6, 0x40);
+        string(out, value, huff);
+    };
+    let mut b1 = Vec::new();
+    lit(&mut b1, 8, "302");
+    lit(&mut b1, 24, "private");
+    lit(&mut b1, 33, date1);
+    lit(&mut b1, 46, "https://www.example.com");
+    let mut b2 = Vec::new();
+    lit(&mut b2, 8, "307");
+    b2.extend(hex("c1 c0 bf"));
+    let mut b3 = hex("88 c1");
+    lit(&mut b3, 33, date2);
+    b3.push(0xc0);
+    lit(&mut b3, 26, "gzip");
+    lit(&mut b3, 55, cookie);
+    if !huff {
+        // The first block as the RFC prints it, to pin the helpers down.
+        assert_eq!(&b1[..5], &hex("4803 3330 32")[..]);
+    }
+    let mut d = Decoder::new(256);
+    let r1 = [
+        (":status", "302"),
+        ("cache-control", "private"),
+        ("date", date1),
+        ("location", "https://www.example.com"),
+    ];
+    assert_eq!(decode(&mut d, &b1).unwrap(), pairs(&r1));
+    assert_eq!(d.table_size(), 222);
+    let mut r2 = r1;
+    r2[0].1 = "307";
+    assert_eq!(decode(&mut d, &b2).unwrap(), pairs(&r2));
+    assert_eq!(d.table_size(), 222);
+    let r3 = [
+        (":status", "200"),
+        ("cache-control", "private"),
+        ("date", date2),
+        ("location", "https://www.example.com"),
+        ("content-encoding", "gzip"),
+        ("set-cookie", cookie),
+    ];
+    assert_eq!(decode(&mut d, &b3).unwrap(), pairs(&r3));
+    assert_eq!(d.table_size(), 215);
+}
+
+#[test]
+fn c5_responses_without_huffman() {
+    responses(false);
+}
+
+#[test]
+fn c6_responses_with_huffman() {
+    responses(true);
+}
+
+#[test]
+fn malformed_blocks_are_errors() {
+    let mut d = Decoder::new(4096);
+    assert_eq!(decode(&mut d, &hex("80")), Err(DecodeError::Index));
+    assert_eq!(decode(&mut d, &hex("ff 00")), Err(DecodeError::Index));
+    assert_eq!(decode(&mut d, &hex("7f 00 01 61")), Err(DecodeError::Index));
+    // A size update after a field, and one above the limit.
+    assert_eq!(decode(&mut d, &hex("82 20")), Err(DecodeError::SizeUpdate));
+    assert_eq!(
+        decode(&mut d, &hex("3f e2 1f")),
+        Err(DecodeError::SizeUpdate)
+    );
+    // A size update at the start is fine.
+    assert!(decode(&mut d, &hex("20 82")).is_ok());
+    // Truncated: a string longer than the block, an integer cut short.
+    assert_eq!(
+        decode(&mut d, &hex("00 05 61")),
+        Err(DecodeError::StringLength)
+    );
+    assert_eq!(decode(&mut d, &hex("ff")), Err(DecodeError::Truncated));
+    assert_eq!(
+        decode(&mut d, &hex("ff ff ff ff ff ff 01")),
+        Err(DecodeError::Integer)
+    );
+    // Huffman: EOS, and padding of zeros.
+    assert_eq!(
+        decode(&mut d, &hex("00 81 1f 84 ff ff ff ff")),
+        Err(DecodeError::Huffman)
+    );
+    assert_eq!(
+        decode(&mut d, &hex("00 81 18 00")),
+        Err(DecodeError::Huffman)
+    );
+}
+
+#[test]
+fn the_encoder_output_decodes() {
+    let mut e = Encoder::default();
+    let mut out = Vec::new();
+    e.status(&mut out, 200);
+    e.status(&mut out, 418);
+    e.field(&mut out, b"content-type", b"text/plain");
+    e.field_lowercasing(&mut out, b"X-Custom", b"v");
+    e.field_lowercasing(&mut out, "X-".repeat(40).as_bytes(), b"w");
+    e.field(&mut out, b"x-long", &[b'a'; 300]);
+    let mut d = Decoder::new(4096);
+    let long = "a".repeat(300);
+    assert_eq!(
+        decode(&mut d, &out).unwrap(),
+        pairs(&[
+            (":status", "200"),
+            (":status", "418"),
+            ("content-type", "text/plain"),
+            ("x-custom", "v"),
+            (&"x-".repeat(40), "w"),
+            ("x-long", &long),
+        ])
+    );
+}
+
+#[test]
+fn repeated_fields_are_indexed_and_size_updates_are_signalled() {
+    let mut e = Encoder::default();
+    let mut d = Decoder::new(4096);
+    let block = |e: &mut Encoder| {
+        let mut out = Vec::new();
+        e.begin(&mut out);
+        e.status(&mut out, 200);
+        e.field(&mut out, b"server", b"osprey");
+        e.field(&mut out, b"content-type", b"text/plain");
+        e.field(&mut out, b"etag", b"\"1\"");
+        out
+    };
+    let want = pairs(&[
+        (":status", "200"),
+        ("server", "osprey"),
+        ("content-type", "text/plain"),
+        ("etag", "\"1\""),
+    ]);
+    let first = block(&mut e);
+    assert_eq!(decode(&mut d, &first).unwrap(), want);
+    let second = block(&mut e);
+    assert_eq!(decode(&mut d, &second).unwrap(), want);
+    // The indexed fields are one byte each the second time.
+    assert_eq!(second.len(), first.len() - (1 + 6) - (1 + 10));
+    assert_eq!(d.table_size(), e.table_size());
+    // The client shrinks its table: the next block starts with the update, and the tables
+    // still agree.
+    e.set_max(0);
+    let third = block(&mut e);
+    assert_eq!(third[0], 0x20);
+    assert_eq!(decode(&mut d, &third).unwrap(), want);
+    assert_eq!(d.table_size(), 0);
+    e.set_max(8192);
+    let fourth = block(&mut e);
+    assert_eq!(&fourth[..3], &[0x3f, 0xe1, 0x1f]);
+    assert_eq!(decode(&mut d, &fourth).unwrap(), want);
+    assert_eq!(d.table_size(), e.table_size());
+}
