@@ -60,6 +60,8 @@ fn h2c_prior_knowledge_reaches_the_handlers() {
         out.contains("cookie.a=1") && out.contains("cookie.b=2"),
         "{out}"
     );
+    // Cookie crumbs reach the handler (and an upstream) as one field (RFC 9113 §8.2.3).
+    assert!(out.contains("header.cookie=a=1; b=2\n"), "{out}");
     assert!(
         out.contains("server: osprey") && out.contains("date: "),
         "{out}"

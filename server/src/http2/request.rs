@@ -39,6 +39,10 @@ pub struct Builder<'a> {
     list_size: usize,
     max_list_size: usize,
     content_length: Option<u64>,
+    /// The `cookie` fields joined with "; " (§8.2.3: a client may split the header into one
+    /// field per cookie; HTTP/1.1 and the handlers expect one), in `pseudo` after the
+    /// pseudo-header values.
+    cookie: Option<(usize, usize)>,
 }
 
 impl<'a> Builder<'a> {
@@ -53,6 +57,7 @@ impl<'a> Builder<'a> {
             list_size: 0,
             max_list_size,
             content_length: None,
+            cookie: None,
         }
     }
 
@@ -104,6 +109,9 @@ impl<'a> Builder<'a> {
                 return;
             }
         }
+        if name == b"cookie" {
+            return self.cookie_crumb(value);
+        }
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(b": ");
         self.buf.extend_from_slice(value);
@@ -127,6 +135,20 @@ impl<'a> Builder<'a> {
         let start = self.pseudo.len();
         self.pseudo.extend_from_slice(value);
         self.ranges[which] = Some((start, self.pseudo.len()));
+    }
+
+    /// Nothing is appended to `pseudo` once the request line is written but the crumbs, so
+    /// they stay one span.
+    fn cookie_crumb(&mut self, value: &[u8]) {
+        let start = match self.cookie {
+            Some((start, _)) => {
+                self.pseudo.extend_from_slice(b"; ");
+                start
+            }
+            None => self.pseudo.len(),
+        };
+        self.pseudo.extend_from_slice(value);
+        self.cookie = Some((start, self.pseudo.len()));
     }
 
     fn get(&self, which: usize) -> Option<&[u8]> {
@@ -192,6 +214,11 @@ impl<'a> Builder<'a> {
         }
         let error = (self.list_size > self.max_list_size)
             .then(|| HttpError::new(431, "request header fields too large"));
+        if let Some((a, b)) = self.cookie {
+            self.buf.extend_from_slice(b"cookie: ");
+            self.buf.extend_from_slice(&self.pseudo[a..b]);
+            self.buf.extend_from_slice(b"\r\n");
+        }
         self.buf.extend_from_slice(b"\r\n");
         Ok(Request {
             is_head: self.get(METHOD) == Some(b"HEAD"),
@@ -272,6 +299,20 @@ mod tests {
         );
         assert_eq!(r.content_length, Some(3));
         assert!(!r.is_head && r.error.is_none());
+    }
+
+    #[test]
+    fn cookie_crumbs_are_joined_into_one_field() {
+        let mut fields = GET.to_vec();
+        fields.push(("cookie", "a=1"));
+        fields.push(("accept", "*/*"));
+        fields.push(("cookie", "uid=abc"));
+        fields.push(("cookie", "b=2"));
+        let r = build(&fields).unwrap();
+        assert_eq!(
+            String::from_utf8(r.buf).unwrap(),
+            "GET /a?b HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncookie: a=1; uid=abc; b=2\r\n\r\n"
+        );
     }
 
     #[test]

@@ -202,6 +202,9 @@ impl Handler for Kit {
                 for (k, v) in req.cookies() {
                     let _ = writeln!(out, "cookie.{k}={v}");
                 }
+                if let Some(cookie) = req.header("cookie") {
+                    let _ = writeln!(out, "header.cookie={cookie}");
+                }
                 let _ = writeln!(out, "body={}", String::from_utf8_lossy(&req.body));
                 resp.header("X-Secure", if req.secure { "1" } else { "0" });
                 resp.header("X-Http2", if req.http2 { "1" } else { "0" });
