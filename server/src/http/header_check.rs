@@ -3,6 +3,8 @@
 //! response, so without a branch per byte: the name is one table lookup a byte folded
 //! together, the value is read eight bytes at a time.
 
+use osprey_sdk::fields::is_token_byte;
+
 /// A header whose name is not a token or whose value would break the line.
 pub fn invalid(name: &[u8], value: &[u8]) -> bool {
     bad_name(name) | breaks_line(value)
@@ -11,7 +13,7 @@ pub fn invalid(name: &[u8], value: &[u8]) -> bool {
 /// Whether `name` is empty or holds a byte that is not a token byte.
 fn bad_name(name: &[u8]) -> bool {
     name.iter()
-        .fold(name.is_empty(), |bad, &b| bad | NOT_TOKEN[b as usize])
+        .fold(name.is_empty(), |bad, &b| bad | !is_token_byte(b))
 }
 
 /// Whether a value holds CR, LF or NUL. Long values (a cookie, a CSP) go to `memchr3`'s
@@ -71,25 +73,6 @@ fn line_breakers(v: u64) -> u64 {
     }
     less(v, 1) | less(v ^ (ONES * u64::from(b'\r')), 1) | less(v ^ (ONES * u64::from(b'\n')), 1)
 }
-
-/// `true` for every byte that may not be in an RFC 9110 token (header names).
-static NOT_TOKEN: [bool; 256] = {
-    let mut table = [true; 256];
-    let mut b = 0;
-    while b < 256 {
-        if (b as u8).is_ascii_alphanumeric() {
-            table[b] = false;
-        }
-        b += 1;
-    }
-    let extra = b"!#$%&'*+-.^_`|~";
-    let mut i = 0;
-    while i < extra.len() {
-        table[extra[i] as usize] = false;
-        i += 1;
-    }
-    table
-};
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@
 //! parser as HTTP/1.1 (so the same limits and Host rules apply); building the `Head` from the
 //! fields directly is the next step.
 
+use osprey_sdk::fields::is_token_byte;
+
 use super::fields;
 use crate::http::HttpError;
 
@@ -77,7 +79,11 @@ impl<'a> Builder<'a> {
         if let Some(pseudo) = name.strip_prefix(b":") {
             return self.pseudo_field(pseudo, value);
         }
-        if !name.iter().all(|&b| TOKEN_LOWER[b as usize]) || name.is_empty() {
+        if name.is_empty()
+            || !name
+                .iter()
+                .all(|&b| is_token_byte(b) && !b.is_ascii_uppercase())
+        {
             return self.refuse("an invalid field name");
         }
         if fields::check_value(value).is_err() {
@@ -243,28 +249,6 @@ fn parse_length(v: &[u8]) -> Option<u64> {
     }
     std::str::from_utf8(v).ok()?.parse().ok()
 }
-
-/// The bytes of a field name (RFC 9110 tchar) in lowercase.
-const TOKEN_LOWER: [bool; 256] = {
-    let mut t = [false; 256];
-    let special = b"!#$%&'*+-.^_`|~";
-    let mut i = 0;
-    while i < special.len() {
-        t[special[i] as usize] = true;
-        i += 1;
-    }
-    let mut c = b'0';
-    while c <= b'9' {
-        t[c as usize] = true;
-        c += 1;
-    }
-    let mut c = b'a';
-    while c <= b'z' {
-        t[c as usize] = true;
-        c += 1;
-    }
-    t
-};
 
 #[cfg(test)]
 mod tests {
