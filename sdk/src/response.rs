@@ -376,9 +376,16 @@ mod header_tests {
         r.remove_header("vary");
         assert_eq!(r.get_header("Content-Type"), Some("text/html"));
         assert_eq!(r.headers.len(), 1);
-        r.header("A", "1").header("B", "2").header("a", "3").header("C", "4");
+        r.header("A", "1")
+            .header("B", "2")
+            .header("a", "3")
+            .header("C", "4");
         r.remove_header("a");
         let left: Vec<&str> = r.headers.iter().map(|h| h.value.as_str()).collect();
-        assert_eq!(left, ["text/html", "2", "4"], "the first match onward slides down");
+        assert_eq!(
+            left,
+            ["text/html", "2", "4"],
+            "the first match onward slides down"
+        );
     }
 }
