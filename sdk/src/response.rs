@@ -253,10 +253,14 @@ impl Response {
             let name = h.name.as_str();
             names.iter().any(|n| name.eq_ignore_ascii_case(n))
         };
+        // Usually there is none to remove (`set_header` of a new name): only look.
+        let Some(first) = self.headers.iter().position(named) else {
+            return self;
+        };
         // Kept headers slide down over the removed ones, in order (`RVec::retain` goes
         // through a drain, several times slower); the removed end up past `kept`.
-        let mut kept = 0;
-        for i in 0..self.headers.len() {
+        let mut kept = first;
+        for i in first + 1..self.headers.len() {
             if !named(&self.headers[i]) {
                 self.headers.swap(kept, i);
                 kept += 1;
@@ -367,8 +371,21 @@ mod header_tests {
         r.remove_headers(&["etag", "Last-Modified", "Accept-Ranges"]);
         let left: Vec<&str> = r.headers.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(left, ["Content-Type", "Vary"]);
+        r.remove_headers(&["Accept-Ranges"]);
+        assert_eq!(r.headers.len(), 2, "none named: none removed");
         r.remove_header("vary");
         assert_eq!(r.get_header("Content-Type"), Some("text/html"));
         assert_eq!(r.headers.len(), 1);
+        r.header("A", "1")
+            .header("B", "2")
+            .header("a", "3")
+            .header("C", "4");
+        r.remove_header("a");
+        let left: Vec<&str> = r.headers.iter().map(|h| h.value.as_str()).collect();
+        assert_eq!(
+            left,
+            ["text/html", "2", "4"],
+            "the first match onward slides down"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! and `Cache-Control`/`Expires` by status and content type (nginx's and h2o's `expires`).
 //! Like nginx, only successful and redirect answers are changed unless `always` is set.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -141,14 +141,20 @@ impl Filter for Headers {
         if self.expires.is_empty() {
             return;
         }
-        let content_type = resp.get_header("content-type").unwrap_or("");
-        let media = content_type.split(';').next().unwrap_or("").trim();
+        // The media type is looked up only for a rule that names types.
+        let media = OnceCell::new();
+        let media = || {
+            *media.get_or_init(|| {
+                let content_type = resp.get_header("content-type").unwrap_or("");
+                content_type.split(';').next().unwrap_or("").trim()
+            })
+        };
         let rule = self.expires.iter().find(|r| {
             let status_ok = match &r.status {
                 Some(list) => list.contains(&resp.status),
                 None => self.applies(resp.status),
             };
-            status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media)))
+            status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media())))
         });
         if let Some(rule) = rule {
             resp.set_header("Cache-Control", rule.cache_control);
