@@ -238,7 +238,7 @@ impl SubrequestParent for CoreParent {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
                 LocalFfiFuture::new(async move {
                     let ex = match finish(&shared, &peer, rest).await {
-                        Dispatched::Answered(ex) => Some(ex),
+                        Dispatched::Answered(ex) => Some(*ex),
                         Dispatched::Lost => None,
                     };
                     ended(&peer, started, ex)
