@@ -125,10 +125,13 @@ impl<'a> Site<'a> {
     /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let mut lineage = ex.lineage.take();
-        let id = ex.id.inherited(&ex.buf);
-        let scope = subrequest::Scope::enter(self.shared, self.peer, &mut lineage, id);
-        let out = ex.with_request(self.peer, self.route().prefix(), self.info_start, f);
-        drop(scope);
+        let (prefix, lineage_ref) = (self.route().prefix(), &mut lineage);
+        let out = ex.with_request(self.peer, prefix, self.info_start, |req, resp| {
+            // The id is the view's: copied only if a subrequest starts.
+            let id = req.request_id.as_str();
+            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, id);
+            f(req, resp)
+        });
         ex.lineage = lineage;
         out
     }
