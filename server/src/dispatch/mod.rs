@@ -212,7 +212,10 @@ pub enum Routed {
 }
 
 impl Routed {
-    /// The request waits: its exchange is boxed here, once, for the rest of its run.
+    /// The request waits: its exchange is boxed here, once, for the rest of its run. (Not
+    /// inlined at its four call sites: they stay out of `dispatch_now`'s answered path,
+    /// which is every request's.)
+    #[inline(never)]
     fn waits(ex: Exchange, routing: Routing, run: Suspended) -> Routed {
         let ex = Box::new(ex);
         Routed::Waits(Box::new(Unfinished { ex, routing, run }))
