@@ -113,7 +113,7 @@ enum Kind {
     /// Written as hex once: requests with filters read it several times.
     Random(ArrayString<32>),
     Sent(Span),
-    /// A trusted proxy's id copied out of its request, for that request's subrequests.
+    /// A request's id copied out of it, for its subrequests.
     Copied(ArrayString<MAX_LEN>),
 }
 
@@ -130,16 +130,12 @@ impl RequestId {
         }
     }
 
-    /// The id this request's subrequests share (as nginx's do), independent of `buf`, the
+    /// The id a request's subrequests share (as nginx's do): its `text`, copied out of the
     /// request's bytes.
-    pub fn inherited(&self, buf: &[u8]) -> RequestId {
-        let kind = match self.kind {
-            Kind::Sent(_) => Kind::Copied(ArrayString::from(self.text(buf)).unwrap_or_default()),
-            other => other,
-        };
+    pub fn copied(text: &str, forward: bool) -> RequestId {
         RequestId {
-            kind,
-            forward: self.forward,
+            kind: Kind::Copied(ArrayString::from(text).unwrap_or_default()),
+            forward,
         }
     }
 }
@@ -287,7 +283,7 @@ mod tests {
             let buf = format!("GET / HTTP/1.1\r\nHost: a\r\n{header}\r\n").into_bytes();
             let head = crate::http::parse::parse(&buf, &limits).unwrap().unwrap();
             let id = ids.for_request("10.1.2.3:4", &buf, &head);
-            let shared = id.inherited(&buf);
+            let shared = RequestId::copied(id.text(&buf), id.forward);
             // Read against a subrequest's own, different bytes.
             assert_eq!(shared.text(b"GET /frag HTTP/1.1\r\n\r\n"), id.text(&buf));
         }

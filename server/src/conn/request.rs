@@ -283,7 +283,7 @@ impl<I: Io> Conn<I> {
         } = d;
         let Some(body) = streamed else {
             return match finish(&self.shared, &self.peer, rest).await {
-                Dispatched::Answered(ex) => self.respond(ex, flight),
+                Dispatched::Answered(ex) => self.respond(*ex, flight),
                 Dispatched::Lost => self.lost(flight),
             };
         };
@@ -295,9 +295,9 @@ impl<I: Io> Conn<I> {
             (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
                 // Pipelined bytes that followed the body.
                 ex.buf.extend_from_slice(&next);
-                self.respond(ex, flight)
+                self.respond(*ex, flight)
             }
-            (Dispatched::Answered(ex), _) => self.respond(ex, flight.cut_if(true)),
+            (Dispatched::Answered(ex), _) => self.respond(*ex, flight.cut_if(true)),
             (Dispatched::Lost, _) => self.lost(flight),
         }
     }

@@ -20,13 +20,16 @@ use exchange::handler_error_response;
 pub use exchange::{error_response, BodyLoc, Exchange, Peer};
 pub use finished::{finished, start_clock, Finished};
 
-/// How a request's run through the routes ended.
-// `Answered` is every request's path: boxing the exchange would cost an allocation each.
+/// How a request's run through the routes ended: `E` is the exchange, boxed as [`finish`]
+/// gives it (a waiting request's exchange is boxed once, when it starts to wait, and goes to
+/// the worker pool and back in that box rather than being copied at every step).
+// `dispatch`'s `Answered` is every request's path: boxing the exchange would cost an
+// allocation each.
 #[allow(clippy::large_enum_variant)]
-pub enum Dispatched {
+pub enum Dispatched<E = Exchange> {
     /// Answered — by a handler, a filter, the core's 404/405, or a busy pool's 503: the
     /// response is in `ex.resp`.
-    Answered(Exchange),
+    Answered(E),
     /// A worker job failed and took the request with it: the caller answers 500 and closes.
     Lost,
 }
@@ -34,9 +37,9 @@ pub enum Dispatched {
 /// How a step that may hop to the worker pool ended.
 enum Ran<T> {
     /// It ran: the exchange is back, with what the step gave.
-    Done(Exchange, T),
+    Done(Box<Exchange>, T),
     /// The pool was full: the exchange carries a 503 and routing stops there.
-    Busy(Exchange),
+    Busy(Box<Exchange>),
     /// The job failed and took the exchange.
     Lost,
 }
@@ -51,7 +54,7 @@ impl<T> Ran<T> {
     }
 
     /// Go on with what the step gave, or (when it did not run) stop with what the caller gives.
-    fn ran<U>(self) -> ControlFlow<Ran<U>, (Exchange, T)> {
+    fn ran<U>(self) -> ControlFlow<Ran<U>, (Box<Exchange>, T)> {
         match self {
             Ran::Done(ex, t) => ControlFlow::Continue((ex, t)),
             Ran::Busy(ex) => ControlFlow::Break(Ran::Busy(ex)),
@@ -122,10 +125,13 @@ impl<'a> Site<'a> {
     /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let mut lineage = ex.lineage.take();
-        let id = ex.id.inherited(&ex.buf);
-        let scope = subrequest::Scope::enter(self.shared, self.peer, &mut lineage, id);
-        let out = ex.with_request(self.peer, self.route().prefix(), self.info_start, f);
-        drop(scope);
+        let (prefix, lineage_ref) = (self.route().prefix(), &mut lineage);
+        let out = ex.with_request(self.peer, prefix, self.info_start, |req, resp| {
+            // The id is the view's: copied only if a subrequest starts.
+            let id = req.request_id.as_str();
+            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, id);
+            f(req, resp)
+        });
         ex.lineage = lineage;
         out
     }
@@ -189,7 +195,7 @@ impl Routing {
 
 /// A request that routing could not finish without waiting.
 pub struct Unfinished {
-    ex: Exchange,
+    ex: Box<Exchange>,
     routing: Routing,
     /// The route's run, stopped where it must wait.
     run: Suspended,
@@ -203,6 +209,17 @@ pub enum Routed {
     Answered(Exchange),
     /// A filter, a worker step or an asynchronous answer is next: see [`finish`].
     Waits(Box<Unfinished>),
+}
+
+impl Routed {
+    /// The request waits: its exchange is boxed here, once, for the rest of its run. (Not
+    /// inlined at its four call sites: they stay out of `dispatch_now`'s answered path,
+    /// which is every request's.)
+    #[inline(never)]
+    fn waits(ex: Exchange, routing: Routing, run: Suspended) -> Routed {
+        let ex = Box::new(ex);
+        Routed::Waits(Box::new(Unfinished { ex, routing, run }))
+    }
 }
 
 /// Route the request in `ex` as far as it goes without waiting: the common case (a fixed
@@ -220,7 +237,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
                 Handled::Declined => continue,
                 Handled::Later(future) => {
                     let run = RouteRun::later(at, future);
-                    return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+                    return Routed::waits(ex, routing, run);
                 }
             }
             crate::stats::count_module(route.stat);
@@ -229,7 +246,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         if route.filters.is_empty() && route.mode == Mode::Worker {
             // Straight to the pool: no request view is built on this thread.
             let run = RouteRun::pooled(at);
-            return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+            return Routed::waits(ex, routing, run);
         }
         let mut run = RouteRun::new(site, &mut ex, None);
         match run.advance(site, &mut ex) {
@@ -240,7 +257,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             Advanced::Declined => continue,
             Advanced::Blocked(blocked) => {
                 let (run, _) = run.suspend(at, blocked);
-                return Routed::Waits(Box::new(Unfinished { ex, routing, run }));
+                return Routed::waits(ex, routing, run);
             }
         }
     }
@@ -254,7 +271,7 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
         Advanced::Blocked(blocked) => {
             let (run, routing) = run.suspend(at, blocked);
             let routing = routing.unwrap_or_default();
-            Routed::Waits(Box::new(Unfinished { ex, routing, run }))
+            Routed::waits(ex, routing, run)
         }
         _ => Routed::Answered(ex),
     }
@@ -266,7 +283,10 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
 pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> Dispatched {
     match dispatch_now(shared, peer, ex) {
         Routed::Answered(ex) => Dispatched::Answered(ex),
-        Routed::Waits(rest) => Box::pin(finish(shared, peer, rest)).await,
+        Routed::Waits(rest) => match Box::pin(finish(shared, peer, rest)).await {
+            Dispatched::Answered(ex) => Dispatched::Answered(*ex),
+            Dispatched::Lost => Dispatched::Lost,
+        },
     }
 }
 
@@ -277,7 +297,11 @@ pub async fn dispatch(shared: &Arc<Shared>, peer: &Arc<Peer>, ex: Exchange) -> D
 /// general run's future is several KiB: the common waits, a filterless route's handler on the
 /// worker pool or answering asynchronously (a proxy), are awaited here without it; the rest
 /// is boxed.
-pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Box<Unfinished>) -> Dispatched {
+pub async fn finish(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    rest: Box<Unfinished>,
+) -> Dispatched<Box<Exchange>> {
     let site = Site::at(shared, peer, rest.run.at);
     if !rest.run.only_handler(site.route()) {
         return Box::pin(finish_run(shared, peer, *rest)).await;
@@ -306,7 +330,11 @@ pub async fn finish(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Box<Unfinished
 }
 
 /// [`finish`] in general: resume the stopped route's run.
-async fn finish_run(shared: &Arc<Shared>, peer: &Arc<Peer>, rest: Unfinished) -> Dispatched {
+async fn finish_run(
+    shared: &Arc<Shared>,
+    peer: &Arc<Peer>,
+    rest: Unfinished,
+) -> Dispatched<Box<Exchange>> {
     let Unfinished {
         ex,
         mut routing,
@@ -327,8 +355,8 @@ async fn route_on(
     shared: &Arc<Shared>,
     peer: &Arc<Peer>,
     mut routing: Routing,
-    mut ex: Exchange,
-) -> Dispatched {
+    mut ex: Box<Exchange>,
+) -> Dispatched<Box<Exchange>> {
     loop {
         let Some(at) = routing.next_route(shared, peer, &ex) else {
             return unrouted(shared, peer, routing, ex).await;
@@ -351,8 +379,8 @@ async fn unrouted(
     shared: &Arc<Shared>,
     peer: &Arc<Peer>,
     mut routing: Routing,
-    mut ex: Exchange,
-) -> Dispatched {
+    mut ex: Box<Exchange>,
+) -> Dispatched<Box<Exchange>> {
     let Some(at) = routing.filtered_first_match(shared) else {
         routing.not_found(&mut ex.resp);
         return Dispatched::Answered(ex);

@@ -325,7 +325,7 @@ impl<'a> RouteRun<'a> {
 
     /// Wait for what `blocked` needs and take the step it held up. Gives whether the handler
     /// declined (on the worker pool).
-    async fn unblock(&mut self, site: Site<'_>, ex: Exchange, blocked: Blocked) -> Ran<bool> {
+    async fn unblock(&mut self, site: Site<'_>, ex: Box<Exchange>, blocked: Blocked) -> Ran<bool> {
         let mut ex = ex;
         match blocked {
             Blocked::FilterWait(i) => self.wait(site, &mut ex, i).await,
@@ -351,7 +351,7 @@ impl<'a> RouteRun<'a> {
     }
 
     /// Take the next step on the worker pool. Gives whether the handler declined.
-    async fn on_pool(&mut self, site: Site<'_>, ex: Exchange) -> Ran<bool> {
+    async fn on_pool(&mut self, site: Site<'_>, ex: Box<Exchange>) -> Ran<bool> {
         match self.phase {
             Phase::Before(i) => {
                 let key = self.key.clone();
@@ -399,7 +399,7 @@ impl<'a> RouteRun<'a> {
 /// `Handled::Answered` or `Handled::Declined`.
 pub async fn run_route(
     site: Site<'_>,
-    mut ex: Exchange,
+    mut ex: Box<Exchange>,
     mut run: RouteRun<'_>,
     mut blocked: Option<Blocked>,
 ) -> Ran<Handled> {
@@ -445,7 +445,7 @@ fn cache_key(site: Site<'_>, req: &Request<'_>) -> String {
 /// Run the route's handler on the worker pool. Gives whether it declined.
 pub fn handler_on_pool<'a>(
     site: Site<'a>,
-    ex: Exchange,
+    ex: Box<Exchange>,
 ) -> impl std::future::Future<Output = Ran<bool>> + 'a {
     // (A future cannot cross threads: the job says only whether the handler declined.)
     on_pool(site, ex, |route, req, resp| {
@@ -461,10 +461,11 @@ pub fn handler_on_pool<'a>(
     })
 }
 
-/// Run `step` on the worker pool on the exchange, which goes there and back.
+/// Run `step` on the worker pool on the exchange, which goes there and back in its box (the
+/// exchange is a few hundred bytes, copied at every move into the job, the task and back).
 async fn on_pool<T: Send + 'static>(
     site: Site<'_>,
-    mut ex: Exchange,
+    mut ex: Box<Exchange>,
     step: impl FnOnce(&Route, &Request<'_>, &mut Response) -> T + Send + 'static,
 ) -> Ran<T> {
     let Some(place) = site.shared.pool.reserve() else {
@@ -479,10 +480,8 @@ async fn on_pool<T: Send + 'static>(
             step(route, req, resp)
         })
     };
-    // Boxed for the trip: the exchange is a few hundred bytes, copied at every move into the
-    // job, the task and back.
-    match place.run(Box::new(ex), job).await {
-        Some((ex, out)) => Ran::Done(*ex, out),
+    match place.run(ex, job).await {
+        Some((ex, out)) => Ran::Done(ex, out),
         None => Ran::Lost,
     }
 }

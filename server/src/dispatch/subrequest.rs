@@ -112,8 +112,8 @@ struct Current {
     peer: *const Arc<Peer>,
     /// The request's lineage, made on its first subrequest.
     lineage: *mut Option<Arc<Lineage>>,
-    /// The id its subrequests share.
-    id: RequestId,
+    /// The request's id as its view shows it, which its subrequests share.
+    id: *const str,
 }
 
 thread_local! {
@@ -126,12 +126,13 @@ pub(super) struct Scope {
 }
 
 impl Scope {
-    /// `lineage` must outlive the scope and not be touched elsewhere while it lasts.
+    /// `lineage` must outlive the scope and not be touched elsewhere while it lasts; so must
+    /// `id`, the request's id.
     pub(super) fn enter(
         shared: &Arc<Shared>,
         peer: &Arc<Peer>,
         lineage: &mut Option<Arc<Lineage>>,
-        id: RequestId,
+        id: &str,
     ) -> Scope {
         let now = Current {
             shared,
@@ -185,17 +186,20 @@ fn current_parent(
     };
     // SAFETY: `current` is set only by a live `Scope`, whose referents outlive it, and this
     // runs inside the module call that scope wraps.
-    let (shared, peer, lineage) = unsafe {
+    let (shared, peer, lineage, id) = unsafe {
         (
             (*current.shared).clone(),
             (*current.peer).clone(),
             &mut *current.lineage,
+            &*current.id,
         )
     };
     let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
     let count = shared.config.limits.max_subrequests;
-    let lineage =
-        lineage.get_or_insert_with(|| Arc::new(Lineage::root(host, uri, count, current.id)));
+    let lineage = lineage.get_or_insert_with(|| {
+        let id = RequestId::copied(id, shared.config.request_id.forward);
+        Arc::new(Lineage::root(host, uri, count, id))
+    });
     Ok(CoreParent {
         shared,
         peer,
@@ -238,7 +242,7 @@ impl SubrequestParent for CoreParent {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
                 LocalFfiFuture::new(async move {
                     let ex = match finish(&shared, &peer, rest).await {
-                        Dispatched::Answered(ex) => Some(ex),
+                        Dispatched::Answered(ex) => Some(*ex),
                         Dispatched::Lost => None,
                     };
                     ended(&peer, started, ex)
