@@ -8,6 +8,8 @@
 use osprey_sdk::fields::is_token_byte;
 
 use super::fields;
+use crate::http::header_check::breaks_line;
+use crate::http::parse::parse_length;
 use crate::http::HttpError;
 
 /// A request refused as malformed (§8.1.1): a stream error PROTOCOL_ERROR.
@@ -73,7 +75,7 @@ impl<'a> Builder<'a> {
         if self.malformed.is_some() || self.list_size > self.max_list_size {
             return;
         }
-        if value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+        if breaks_line(value) {
             return self.refuse("a field value with NUL, CR or LF");
         }
         if let Some(pseudo) = name.strip_prefix(b":") {
@@ -93,7 +95,7 @@ impl<'a> Builder<'a> {
             b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
             | b"upgrade" => return self.refuse("a connection-specific field"),
             b"te" if value != b"trailers" => return self.refuse("te other than trailers"),
-            b"content-length" => match parse_length(value) {
+            b"content-length" => match parse_length(value).ok() {
                 Some(n) if self.content_length.is_none_or(|c| c == n) => {
                     self.content_length = Some(n)
                 }
@@ -241,13 +243,6 @@ pub fn check_trailer(name: &[u8]) -> Result<(), Malformed> {
         return Err(Malformed("a pseudo-header field in trailers"));
     }
     Ok(())
-}
-
-fn parse_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(v).ok()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use osprey_sdk::fields::is_token_byte;
 use osprey_sdk::{HeaderPair, UpstreamRequest};
 
 use super::send_body::StreamedBody;
+use crate::http::parse::parse_length;
 
 /// Response heads larger than this are refused (502).
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -303,7 +304,8 @@ pub fn parse_response(
     for h in resp.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
-            let n = parse_length(h.value).ok_or("bad Content-Length in the response")?;
+            let n = parse_length(h.value.trim_ascii())
+                .map_err(|_| "bad Content-Length in the response")?;
             if content_length.is_some_and(|old| old != n) {
                 return Err("conflicting Content-Length headers in the response");
             }
@@ -369,14 +371,6 @@ pub fn parse_response(
         keep_alive,
         len,
     }))
-}
-
-fn parse_length(v: &[u8]) -> Option<u64> {
-    let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(v).ok()?.parse().ok()
 }
 
 #[cfg(test)]
