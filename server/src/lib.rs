@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod dispatch;
 pub mod http;
 pub mod http2;
+pub mod int_hash;
 pub mod log;
 pub mod log_limit;
 pub mod modules;

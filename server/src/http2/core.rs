@@ -5,8 +5,7 @@
 //! response into it.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
@@ -16,24 +15,10 @@ use super::flood::Flood;
 use super::frame::{self, Reason};
 use super::hpack::Encoder;
 use crate::http::HttpError;
+use crate::int_hash::IntMap;
 
-/// Stream ids are small odd integers: hashed as they are.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u32 keys")
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-pub type Streams = HashMap<u32, Slot, BuildHasherDefault<IdHasher>>;
+/// The open streams by id.
+pub type Streams = IntMap<u32, Slot>;
 
 /// An open (or half-closed) stream.
 pub struct Slot {

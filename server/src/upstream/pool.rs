@@ -2,13 +2,12 @@
 //! registered with its thread's reactor, so it never leaves the thread).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::conn::Conn;
 use super::state::{servers_gone, ServerState};
+use crate::int_hash::IntMap;
 
 struct Idle {
     stream: Conn,
@@ -22,31 +21,11 @@ struct ServerPool {
     idle: Vec<Idle>,
 }
 
-/// Hashes a server's key (a counter: unique, so one multiplication spreads it well) instead
-/// of running SipHash on it for every proxied request.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 /// A thread's idle connections by server (`ServerState::key`).
 #[derive(Default)]
 struct Pools {
-    by_server: HashMap<u64, ServerPool, BuildHasherDefault<KeyHasher>>,
+    /// A server's key is a counter: unique, so one multiplication spreads it (`IntMap`).
+    by_server: IntMap<u64, ServerPool>,
     /// `servers_gone()` when the pools were last purged of servers that are gone.
     gone_seen: u64,
 }
