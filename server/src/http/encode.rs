@@ -17,8 +17,8 @@ pub enum ResponseFraming {
     None,
 }
 
-/// Headers the core writes itself; a handler's copies are dropped.
-fn core_managed(name: &str) -> bool {
+/// Headers the core writes itself; a handler's copies are dropped (on HTTP/2 too).
+pub(crate) fn core_managed(name: &str) -> bool {
     let core = match name.len() {
         4 => "date",
         10 => match name.as_bytes()[0] | 0x20 {

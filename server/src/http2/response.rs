@@ -9,21 +9,18 @@ use osprey_sdk::{FileRange, Response};
 use super::core::Core;
 use super::frame::{self, CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, HEADER_LEN};
 use super::hpack;
+use crate::http::encode::core_managed;
 
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or the core sets itself; by length first, as
-/// most names match none.
+/// Headers the core sets itself (as on HTTP/1.1), and the other connection-specific ones
+/// HTTP/2 forbids (RFC 9113 §8.2.2); by length first, as most names match none.
 fn skipped(name: &str) -> bool {
-    let candidates: &[&str] = match name.len() {
-        2 => &["te"],
-        4 => &["date"],
-        7 => &["upgrade"],
-        10 => &["connection", "keep-alive"],
-        14 => &["content-length"],
-        16 => &["proxy-connection"],
-        17 => &["transfer-encoding"],
-        _ => return false,
+    let forbidden = match name.len() {
+        2 => "te",
+        7 => "upgrade",
+        16 => "proxy-connection",
+        _ => return core_managed(name),
     };
-    candidates.iter().any(|n| n.eq_ignore_ascii_case(name))
+    name.eq_ignore_ascii_case(forbidden)
 }
 
 /// The response's HEADERS: status, date, server (unless the handler set one), content-length
