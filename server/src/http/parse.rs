@@ -449,6 +449,7 @@ fn transfer_codings(v: &[u8], chunked: &mut bool) -> Result<(), HttpError> {
 
 /// A Content-Length value (RFC 9110 §8.6): digits only, at most 18 (so it cannot overflow).
 /// The one rule for HTTP/1.1 and HTTP/2 requests and upstream responses.
+#[inline]
 pub fn parse_length(v: &[u8]) -> Result<u64, HttpError> {
     if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
         return Err(bad("malformed Content-Length"));
