@@ -206,9 +206,14 @@ impl Server {
     pub fn raw(&self, request: &[u8]) -> String {
         let mut s = self.connect();
         s.write_all(request).unwrap();
-        let text = read_to_close(&mut s);
-        self.explain_if_empty(text.as_bytes());
-        text
+        let (out, error) = read_until_close(&mut s);
+        if out.is_empty() {
+            // How the connection ended, and the log once a dying server has written it all.
+            eprintln!("the connection ended with {error:?} and no answer");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        self.explain_if_empty(&out);
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// An answer that is nothing at all fails the test further on: show the server's log.
@@ -262,16 +267,21 @@ pub fn signal(child: &Child, name: &str) {
 
 /// Read until the peer closes (or the read timeout passes).
 pub fn read_to_close(s: &mut TcpStream) -> String {
+    String::from_utf8_lossy(&read_until_close(s).0).into_owned()
+}
+
+/// Read until the peer closes: the bytes, and the error that ended the reading if not a close.
+pub fn read_until_close(s: &mut TcpStream) -> (Vec<u8>, Option<std::io::Error>) {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     loop {
         match s.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return (out, None),
             Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (out, Some(e)),
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A parsed HTTP/1.x response.
