@@ -7,7 +7,7 @@ mod common;
 mod tlskit;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use common::{curl, Response, Server, TempDir};
 /// and `X-Osprey-SSI: on`, `/nxweb` the same with `X-NXWEB-SSI`, `/slow` after a second,
 /// `/partial` 10 of its declared 100 bytes then a close, `/close` nothing.
 fn backend() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = common::listener();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for conn in listener.incoming() {

@@ -204,7 +204,7 @@ fn nxweb_sample_configuration_loads_and_serves() {
 #[test]
 fn error_log_is_plain_rate_limited_and_says_an_error_once() {
     // A backend nobody listens on: every request logs the same warning.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = common::listener();
     let address = dead.local_addr().unwrap();
     drop(dead);
     let mut srv = Server::start(&format!(
@@ -237,7 +237,7 @@ fn error_log_is_plain_rate_limited_and_says_an_error_once() {
     assert!(log.contains("listening on"), "{log}");
 
     // The port is taken: said once (not by the logger and again on standard error).
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = common::listener();
     let port = taken.local_addr().unwrap().port();
     let out = Command::new(osprey_bin())
         .args(["-H", &format!("127.0.0.1:{port}"), "--workers", "1"])

@@ -228,7 +228,7 @@ fn daemon_reports_a_failed_start() {
     let dir = TempDir::new("daemon-fail");
     dir.write("osprey.json", CONFIG);
     // The port is taken by a socket without SO_REUSEPORT.
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = common::listener();
     let port = taken.local_addr().unwrap().port();
     let out = daemon_command(&dir, port, &[]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -5,7 +5,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -278,7 +278,7 @@ fn requests_are_answered_when_redis_dies_mid_run() {
 #[test]
 fn a_silent_redis_times_out_and_the_origin_answers() {
     // Accepts connections and never answers.
-    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = common::listener();
     let addr = silent.local_addr().unwrap().to_string();
     let srv = Server::start(&config(&addr));
     let started = Instant::now();

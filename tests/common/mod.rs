@@ -54,6 +54,17 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A listening socket on 127.0.0.1 whose port [`free_port`] gave: a test's own backend (or a
+/// port it keeps taken) never lands on a port handed to another test's server, and no later
+/// [`free_port`] hands its port out again once it is closed (a "dead" backend stays dead).
+pub fn listener() -> TcpListener {
+    loop {
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", free_port())) {
+            return l;
+        }
+    }
+}
+
 /// A temporary directory removed on drop.
 pub struct TempDir(pub PathBuf);
 
