@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use osprey_sdk::fields::{add_vary, is_token, static_text};
-use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step, Wants};
+use osprey_sdk::fields::{add_fixed_vary, is_token};
+use osprey_sdk::{parse_config, ConfigError, Filter, FixedHeader, Request, Response, Step, Wants};
 
 #[derive(serde::Deserialize)]
 struct Conf {
@@ -24,16 +24,20 @@ struct Conf {
     expose_headers: Vec<String>,
 }
 
-/// Header values are fixed at configuration time: answers carry them without a copy.
+/// Headers but the echoed origin are fixed at configuration time: checked and encoded
+/// once, answers carry them without a copy.
 pub struct Cors {
     /// Names this filter in the per-thread memo of [`Cors::allowed_origin`].
     id: u64,
     hosts: Vec<String>,
-    credentials: bool,
-    max_age: Option<&'static str>,
-    methods: &'static str,
-    headers: Option<&'static str>,
-    expose: Option<&'static str>,
+    vary: &'static FixedHeader,
+    /// The name only: the value is the request's origin.
+    allow_origin: &'static FixedHeader,
+    credentials: Option<&'static FixedHeader>,
+    max_age: Option<&'static FixedHeader>,
+    methods: &'static FixedHeader,
+    headers: Option<&'static FixedHeader>,
+    expose: Option<&'static FixedHeader>,
 }
 
 impl Cors {
@@ -65,6 +69,8 @@ impl Cors {
             None => None,
         };
         let expose = list("expose_headers", &conf.expose_headers)?;
+        // Names and values are tokens and digits by now: nothing left to refuse.
+        let fixed = |name: &str, value: &str| FixedHeader::new(name, value).expect("checked");
         static IDS: AtomicU64 = AtomicU64::new(0);
         Ok(Cors {
             id: IDS.fetch_add(1, Ordering::Relaxed),
@@ -73,11 +79,17 @@ impl Cors {
                 .iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
-            credentials: conf.allow_credentials,
-            max_age: conf.max_age.map(|s| static_text(&s.to_string())),
-            methods: static_text(&methods),
-            headers: headers.as_deref().map(static_text),
-            expose: (!expose.is_empty()).then(|| static_text(&expose)),
+            vary: fixed("Vary", "Origin"),
+            allow_origin: fixed("Access-Control-Allow-Origin", ""),
+            credentials: conf
+                .allow_credentials
+                .then(|| fixed("Access-Control-Allow-Credentials", "true")),
+            max_age: conf
+                .max_age
+                .map(|s| fixed("Access-Control-Max-Age", &s.to_string())),
+            methods: fixed("Access-Control-Allow-Methods", &methods),
+            headers: headers.map(|h| fixed("Access-Control-Allow-Headers", &h)),
+            expose: (!expose.is_empty()).then(|| fixed("Access-Control-Expose-Headers", &expose)),
         })
     }
 
@@ -105,9 +117,9 @@ impl Cors {
 
     /// The headers every answer to an allowed origin carries.
     fn allow(&self, origin: &str, resp: &mut Response) {
-        resp.set_header("Access-Control-Allow-Origin", origin.to_owned());
-        if self.credentials {
-            resp.set_header("Access-Control-Allow-Credentials", "true");
+        resp.set_header_named(self.allow_origin, origin.to_owned());
+        if let Some(credentials) = self.credentials {
+            resp.set_fixed_header(credentials);
         }
     }
 }
@@ -133,29 +145,29 @@ impl Filter for Cors {
             return Step::Continue;
         };
         resp.status(204);
-        add_vary(resp, "Origin");
+        add_fixed_vary(resp, self.vary);
         self.allow(origin, resp);
-        resp.set_header("Access-Control-Allow-Methods", self.methods);
+        resp.set_fixed_header(self.methods);
         if let Some(headers) = self.headers {
-            resp.set_header("Access-Control-Allow-Headers", headers);
+            resp.set_fixed_header(headers);
         } else if let Some(asked) = req.header("access-control-request-headers") {
             resp.set_header("Access-Control-Allow-Headers", asked.to_owned());
         }
         if let Some(age) = self.max_age {
-            resp.set_header("Access-Control-Max-Age", age);
+            resp.set_fixed_header(age);
         }
         Step::Respond
     }
 
     /// Every answer, error pages included, so callers see real statuses.
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        add_vary(resp, "Origin");
+        add_fixed_vary(resp, self.vary);
         let Some(origin) = self.allowed_origin(req) else {
             return;
         };
         self.allow(origin, resp);
         if let Some(expose) = self.expose {
-            resp.set_header("Access-Control-Expose-Headers", expose);
+            resp.set_fixed_header(expose);
         }
     }
 }

@@ -176,10 +176,7 @@ impl Filter for UserId {
             }
         }
         cookie.extend([self.name.as_str(), "=", as_text(&id)]);
-        set.push(HeaderPair {
-            name: "Cookie".into(),
-            value: cookie.into(),
-        });
+        set.push(HeaderPair::new("Cookie", cookie));
     }
 
     /// Every answer to a new visitor sets the cookie, error pages included.
