@@ -155,8 +155,11 @@ impl Filter for Headers {
             status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media())))
         });
         if let Some(rule) = rule {
-            resp.set_fixed_header(rule.cache_control);
-            resp.set_header_named(expires_name(), expires_at(rule.max_age));
+            let expires = expires_name();
+            // Both replaced in one pass over the headers.
+            resp.remove_headers(&[rule.cache_control.name(), expires.name()]);
+            resp.fixed_header(rule.cache_control)
+                .header_named(expires, expires_at(rule.max_age));
         }
     }
 }
