@@ -277,7 +277,8 @@ fn headers_config() -> String {
   "load": [{{"so": "testkit"}}, {{"so": "filters"}}, {{"so": "gzip"}}, {{"so": "file_cache"}}],
   "routing": [
     {{"prefix": "/text", "handler": "counter", "counter": "t", "text": "hello", "filters": [{headers}]}},
-    {{"prefix": "/png", "handler": "counter", "counter": "p", "headers": {{"Content-Type": "image/png"}},
+    {{"prefix": "/png", "handler": "counter", "counter": "p",
+      "headers": {{"Content-Type": "image/png", "x-served-by": "the handler"}},
       "filters": [{headers}]}},
     {{"prefix": "/missing", "handler": "fail", "status": 404, "filters": [{headers}]}},
     {{"prefix": "/broken", "handler": "fail", "status": 500, "filters": [{headers}, {always}]}},
@@ -343,6 +344,41 @@ fn headers_expires_by_type_and_status() {
         Some("max-age=86400"),
         "{out}"
     );
+}
+
+/// Headers fixed by the configuration (written from their encoded line, not checked per
+/// answer) and `Expires` (a fixed name, a value per second) on both protocols, on error
+/// answers too; `set` replaces the handler's header of the name in any case.
+#[test]
+fn fixed_headers_reach_http2_and_error_answers() {
+    let srv = Server::start(&headers_config());
+    let r = get(&srv, "/png", "");
+    let served: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-served-by"))
+        .collect();
+    assert_eq!(served.len(), 1, "{:?}", r.headers);
+    assert_eq!(served[0].1, "osprey-test");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    let r = get(&srv, "/missing", "");
+    assert_eq!(
+        (r.status, r.header("cache-control")),
+        (404, Some("max-age=5"))
+    );
+    assert!((0..=5).contains(&expires_in(&r)), "{}", expires_in(&r));
+    let out = h2c(&srv, "/missing", &[]);
+    assert!(out.starts_with("HTTP/2 404"), "{out}");
+    assert_eq!(h2_header(&out, "cache-control"), Some("max-age=5"), "{out}");
+    let expires = h2_header(&out, "expires").expect("expires");
+    assert!(httpdate::parse_http_date(expires).is_ok(), "{out}");
+    let out = h2c(&srv, "/broken", &[]);
+    assert!(out.starts_with("HTTP/2 500"), "{out}");
+    assert_eq!(h2_header(&out, "x-always"), Some("yes"), "{out}");
+    assert_eq!(h2_header(&out, "x-frame-options"), None, "{out}");
+    let out = h2c(&srv, "/png", &[]);
+    assert_eq!(h2_header(&out, "x-served-by"), Some("osprey-test"), "{out}");
+    assert_eq!(out.matches("x-served-by").count(), 1, "{out}");
 }
 
 #[test]

@@ -128,19 +128,33 @@ pub fn static_text(text: &str) -> &'static str {
 
 /// Add `name` to the response's `Vary` (unless it is listed already, or `Vary: *`).
 pub fn add_vary(resp: &mut crate::Response, name: &'static str) {
-    match resp.get_header("vary").map(str::to_owned) {
-        None => {
-            resp.header("Vary", name);
-        }
-        Some(v) => {
-            let has = v
-                .split(',')
-                .any(|t| t.trim() == "*" || t.trim().eq_ignore_ascii_case(name));
-            if !has {
-                resp.set_header("Vary", format!("{v}, {name}"));
-            }
-        }
+    if !extend_vary(resp, name) {
+        resp.header("Vary", name);
     }
+}
+
+/// [`add_vary`] with `Vary: name` fixed by the configuration, added as it is when the
+/// response has no `Vary` yet (the usual case: no copy, no check per request).
+pub fn add_fixed_vary(resp: &mut crate::Response, vary: &'static crate::FixedHeader) {
+    debug_assert!(vary.name().eq_ignore_ascii_case("vary"));
+    if !extend_vary(resp, vary.value()) {
+        resp.fixed_header(vary);
+    }
+}
+
+/// Add `name` to the `Vary` the response has: `false` when it has none.
+fn extend_vary(resp: &mut crate::Response, name: &str) -> bool {
+    let Some(v) = resp.get_header("vary") else {
+        return false;
+    };
+    let has = v
+        .split(',')
+        .any(|t| t.trim() == "*" || t.trim().eq_ignore_ascii_case(name));
+    if !has {
+        let extended = format!("{v}, {name}");
+        resp.set_header("Vary", extended);
+    }
+    true
 }
 
 #[cfg(test)]
@@ -168,5 +182,19 @@ mod vary_tests {
         r.set_header("Vary", "*");
         super::add_vary(&mut r, "Origin");
         assert_eq!(r.get_header("vary"), Some("*"));
+    }
+
+    #[test]
+    fn a_fixed_vary_is_added_whole_or_extends_the_one_there() {
+        let vary = crate::FixedHeader::new("Vary", "Origin").unwrap();
+        let mut r = crate::Response::new();
+        super::add_fixed_vary(&mut r, vary);
+        super::add_fixed_vary(&mut r, vary);
+        assert_eq!(r.headers.len(), 1);
+        assert!(r.headers[0].fixed_line().is_some());
+        let mut r = crate::Response::new();
+        r.header("Vary", "Accept-Encoding");
+        super::add_fixed_vary(&mut r, vary);
+        assert_eq!(r.get_header("vary"), Some("Accept-Encoding, Origin"));
     }
 }

@@ -11,14 +11,39 @@ use abi_stable::{
 };
 use async_ffi::{FfiContext, FfiPoll};
 
+use crate::fixed_header::FixedHeader;
+
 /// A response header. Static text is borrowed, so fixed headers cost no allocation.
 #[repr(C)]
-#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+#[derive(StableAbi, Clone, Debug)]
 pub struct HeaderPair {
     /// The header name.
     pub name: RCowStr<'static>,
     /// The header value (no CR or LF: the core refuses those with a 500).
     pub value: RCowStr<'static>,
+    /// Set by [`FixedHeader::pair`]: the header was checked when configured and is written
+    /// from its encoded line (while `name` and `value` are still its own).
+    pub fixed: Option<&'static FixedHeader>,
+}
+
+/// Equal by name and value, fixed or not.
+impl PartialEq for HeaderPair {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.value == other.value
+    }
+}
+
+impl Eq for HeaderPair {}
+
+impl HeaderPair {
+    /// A header from any text (checked by the core when the response is written).
+    pub fn new(name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Self {
+        HeaderPair {
+            name: name.into(),
+            value: value.into(),
+            fixed: None,
+        }
+    }
 }
 
 /// Text for a header name or value: a `&'static str` (no copy) or a `String`.
@@ -223,11 +248,45 @@ impl Response {
         name: impl Into<HeaderText>,
         value: impl Into<HeaderText>,
     ) -> &mut Self {
+        self.headers.push(HeaderPair::new(name, value));
+        self
+    }
+
+    /// Add a header fixed by the configuration: no copy, no check per request.
+    pub fn fixed_header(&mut self, header: &'static FixedHeader) -> &mut Self {
+        self.headers.push(header.pair());
+        self
+    }
+
+    /// Replace every header of this name with a fixed one.
+    pub fn set_fixed_header(&mut self, header: &'static FixedHeader) -> &mut Self {
+        self.remove_header(header.name());
+        self.fixed_header(header)
+    }
+
+    /// Add a header whose name is fixed by the configuration (`name`, made with an empty
+    /// value) and whose value is this answer's: the core checks the value, not the name.
+    pub fn header_named(
+        &mut self,
+        name: &'static FixedHeader,
+        value: impl Into<HeaderText>,
+    ) -> &mut Self {
         self.headers.push(HeaderPair {
-            name: name.into(),
+            name: name.name().into(),
             value: value.into(),
+            fixed: Some(name),
         });
         self
+    }
+
+    /// Replace every header of this name with [`header_named`](Response::header_named)'s.
+    pub fn set_header_named(
+        &mut self,
+        name: &'static FixedHeader,
+        value: impl Into<HeaderText>,
+    ) -> &mut Self {
+        self.remove_header(name.name());
+        self.header_named(name, value)
     }
 
     /// Replace every header of this name with one value.

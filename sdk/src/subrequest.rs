@@ -132,10 +132,7 @@ impl Subrequest {
 
     /// Send a request header with it.
     pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Self {
-        self.target.headers.push(HeaderPair {
-            name: name.into(),
-            value: value.into(),
-        });
+        self.target.headers.push(HeaderPair::new(name, value));
         self
     }
 

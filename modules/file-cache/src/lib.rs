@@ -425,14 +425,11 @@ impl Filter for FileCache {
                 .unwrap_or("")
                 .to_owned()
         };
-        set.push(HeaderPair {
-            name: "If-None-Match".into(),
-            value: validator("etag").into(),
-        });
-        set.push(HeaderPair {
-            name: "If-Modified-Since".into(),
-            value: validator("last-modified").into(),
-        });
+        set.push(HeaderPair::new("If-None-Match", validator("etag")));
+        set.push(HeaderPair::new(
+            "If-Modified-Since",
+            validator("last-modified"),
+        ));
     }
 
     fn after_mode(&self, req: &Request<'_>, resp: &Response) -> Mode {

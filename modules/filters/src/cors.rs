@@ -4,10 +4,12 @@
 //! no CORS headers, never an error.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-use osprey_sdk::fields::{add_vary, is_token, static_text};
-use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Step, Wants};
+use osprey_sdk::fields::{add_fixed_vary, is_token};
+use osprey_sdk::{parse_config, ConfigError, Filter, FixedHeader, Request, Response, Step, Wants};
 
 #[derive(serde::Deserialize)]
 struct Conf {
@@ -24,16 +26,20 @@ struct Conf {
     expose_headers: Vec<String>,
 }
 
-/// Header values are fixed at configuration time: answers carry them without a copy.
+/// Headers but the echoed origin are fixed at configuration time: checked and encoded
+/// once, answers carry them without a copy.
 pub struct Cors {
     /// Names this filter in the per-thread memo of [`Cors::allowed_origin`].
     id: u64,
     hosts: Vec<String>,
-    credentials: bool,
-    max_age: Option<&'static str>,
-    methods: &'static str,
-    headers: Option<&'static str>,
-    expose: Option<&'static str>,
+    vary: &'static FixedHeader,
+    /// The name only: the value is the request's origin.
+    allow_origin: &'static FixedHeader,
+    credentials: Option<&'static FixedHeader>,
+    max_age: Option<&'static FixedHeader>,
+    methods: &'static FixedHeader,
+    headers: Option<&'static FixedHeader>,
+    expose: Option<&'static FixedHeader>,
 }
 
 impl Cors {
@@ -65,6 +71,8 @@ impl Cors {
             None => None,
         };
         let expose = list("expose_headers", &conf.expose_headers)?;
+        // Names and values are tokens and digits by now: nothing left to refuse.
+        let fixed = |name: &str, value: &str| FixedHeader::new(name, value).expect("checked");
         static IDS: AtomicU64 = AtomicU64::new(0);
         Ok(Cors {
             id: IDS.fetch_add(1, Ordering::Relaxed),
@@ -73,30 +81,37 @@ impl Cors {
                 .iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
-            credentials: conf.allow_credentials,
-            max_age: conf.max_age.map(|s| static_text(&s.to_string())),
-            methods: static_text(&methods),
-            headers: headers.as_deref().map(static_text),
-            expose: (!expose.is_empty()).then(|| static_text(&expose)),
+            vary: fixed("Vary", "Origin"),
+            allow_origin: fixed("Access-Control-Allow-Origin", ""),
+            credentials: conf
+                .allow_credentials
+                .then(|| fixed("Access-Control-Allow-Credentials", "true")),
+            max_age: conf
+                .max_age
+                .map(|s| fixed("Access-Control-Max-Age", &s.to_string())),
+            methods: fixed("Access-Control-Allow-Methods", &methods),
+            headers: headers.map(|h| fixed("Access-Control-Allow-Headers", &h)),
+            expose: (!expose.is_empty()).then(|| fixed("Access-Control-Expose-Headers", &expose)),
         })
     }
 
-    /// The request's `Origin` if it is allowed. The answer for the last origin is kept per
+    /// The request's `Origin` if it is allowed, with its `Access-Control-Allow-Origin` when
+    /// one is kept (see [`kept_allow_origin`]). The answer for the last origin is kept per
     /// thread: `cache_key` and `after` of a request ask about the same one, and so do a
     /// client's requests in a row.
-    fn allowed_origin<'r>(&self, req: &Request<'r>) -> Option<&'r str> {
-        thread_local!(static LAST: RefCell<(u64, String, bool)> = const { RefCell::new((u64::MAX, String::new(), false)) });
+    fn allowed_origin<'r>(&self, req: &Request<'r>) -> Option<Allowed<'r>> {
+        thread_local!(static LAST: RefCell<(u64, String, Option<Kept>)> = const { RefCell::new((u64::MAX, String::new(), None)) });
         let origin = req.header("origin")?;
         let allowed = LAST.with_borrow_mut(|(id, last, allowed)| {
             if *id != self.id || last != origin {
-                *allowed = self.allows(origin);
+                *allowed = self.allows(origin).then(|| kept_allow_origin(origin));
                 *id = self.id;
                 last.clear();
                 last.push_str(origin);
             }
             *allowed
         });
-        allowed.then_some(origin)
+        allowed.map(|kept| (origin, kept))
     }
 
     fn allows(&self, origin: &str) -> bool {
@@ -104,10 +119,13 @@ impl Cors {
     }
 
     /// The headers every answer to an allowed origin carries.
-    fn allow(&self, origin: &str, resp: &mut Response) {
-        resp.set_header("Access-Control-Allow-Origin", origin.to_owned());
-        if self.credentials {
-            resp.set_header("Access-Control-Allow-Credentials", "true");
+    fn allow(&self, (origin, kept): Allowed<'_>, resp: &mut Response) {
+        match kept {
+            Some(header) => resp.set_fixed_header(header),
+            None => resp.set_header_named(self.allow_origin, origin.to_owned()),
+        };
+        if let Some(credentials) = self.credentials {
+            resp.set_fixed_header(credentials);
         }
     }
 }
@@ -119,7 +137,7 @@ impl Filter for Cors {
 
     /// Answers differ by allowed origin: a cache further in keeps them apart.
     fn cache_key(&self, req: &Request<'_>, key: &mut String) {
-        if let Some(origin) = self.allowed_origin(req) {
+        if let Some((origin, _)) = self.allowed_origin(req) {
             key.push_str("|origin=");
             key.push_str(origin);
         }
@@ -129,35 +147,61 @@ impl Filter for Cors {
     fn before(&self, req: &Request<'_>, _key: &str, resp: &mut Response) -> Step {
         let preflight = req.method.as_str() == "OPTIONS"
             && req.header("access-control-request-method").is_some();
-        let Some(origin) = preflight.then(|| self.allowed_origin(req)).flatten() else {
+        let Some(allowed) = preflight.then(|| self.allowed_origin(req)).flatten() else {
             return Step::Continue;
         };
         resp.status(204);
-        add_vary(resp, "Origin");
-        self.allow(origin, resp);
-        resp.set_header("Access-Control-Allow-Methods", self.methods);
+        add_fixed_vary(resp, self.vary);
+        self.allow(allowed, resp);
+        resp.set_fixed_header(self.methods);
         if let Some(headers) = self.headers {
-            resp.set_header("Access-Control-Allow-Headers", headers);
+            resp.set_fixed_header(headers);
         } else if let Some(asked) = req.header("access-control-request-headers") {
             resp.set_header("Access-Control-Allow-Headers", asked.to_owned());
         }
         if let Some(age) = self.max_age {
-            resp.set_header("Access-Control-Max-Age", age);
+            resp.set_fixed_header(age);
         }
         Step::Respond
     }
 
     /// Every answer, error pages included, so callers see real statuses.
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        add_vary(resp, "Origin");
-        let Some(origin) = self.allowed_origin(req) else {
+        add_fixed_vary(resp, self.vary);
+        let Some(allowed) = self.allowed_origin(req) else {
             return;
         };
-        self.allow(origin, resp);
+        self.allow(allowed, resp);
         if let Some(expose) = self.expose {
-            resp.set_header("Access-Control-Expose-Headers", expose);
+            resp.set_fixed_header(expose);
         }
     }
+}
+
+/// An allowed origin and, when kept, its `Access-Control-Allow-Origin`.
+type Allowed<'r> = (&'r str, Kept);
+type Kept = Option<&'static FixedHeader>;
+
+/// How many allowed origins are kept as fixed headers, for the life of the process (a few
+/// tens of KiB at most: a client sending ever new subdomains or ports only fills it, and
+/// origins past it are copied per answer, as any value).
+const KEPT_ORIGINS: usize = 256;
+
+/// `Access-Control-Allow-Origin: <origin>` checked and encoded once, shared by every answer
+/// to that origin (no copy, no check per answer), while fewer than [`KEPT_ORIGINS`] are.
+/// Asked only when a thread's last origin changes.
+fn kept_allow_origin(origin: &str) -> Kept {
+    static KEPT: Mutex<BTreeMap<String, &'static FixedHeader>> = Mutex::new(BTreeMap::new());
+    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&header) = kept.get(origin) {
+        return Some(header);
+    }
+    if kept.len() >= KEPT_ORIGINS {
+        return None;
+    }
+    let header = FixedHeader::new("Access-Control-Allow-Origin", origin).ok()?;
+    kept.insert(origin.to_owned(), header);
+    Some(header)
 }
 
 /// The host of an `Origin` (`scheme://host[:port]`), port removed. `null` and anything
@@ -240,7 +284,7 @@ mod tests {
         let ask = |f: &Cors, origin: &str| {
             osprey_sdk::testing::TestRequest::get("/")
                 .header("Origin", origin)
-                .with_view(|r| f.allowed_origin(r).map(str::to_owned))
+                .with_view(|r| f.allowed_origin(r).map(|(o, _)| o.to_owned()))
         };
         assert_eq!(ask(&a, "https://a.com").as_deref(), Some("https://a.com"));
         assert_eq!(ask(&b, "https://a.com"), None);
@@ -251,6 +295,23 @@ mod tests {
             ask(&a, "https://a.com:8443").as_deref(),
             Some("https://a.com:8443")
         );
+    }
+
+    #[test]
+    fn allowed_origins_are_kept_as_fixed_headers_up_to_a_bound() {
+        let kept = kept_allow_origin("https://kept.example.com").unwrap();
+        assert_eq!(
+            kept.line(),
+            b"\r\nAccess-Control-Allow-Origin: https://kept.example.com"
+        );
+        let again = kept_allow_origin("https://kept.example.com").unwrap();
+        assert!(std::ptr::eq(kept, again));
+        // Past the bound: none kept (the origin is copied per answer); the kept stay.
+        let many: Vec<_> = (0..KEPT_ORIGINS + 1)
+            .map(|i| kept_allow_origin(&format!("https://h{i}.example.com")))
+            .collect();
+        assert!(many.last().unwrap().is_none());
+        assert!(kept_allow_origin("https://kept.example.com").is_some());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use osprey_sdk::fields::{check_header, is_core_managed, is_token, static_text};
-use osprey_sdk::{parse_config, ConfigError, Filter, Request, Response, Wants};
+use osprey_sdk::fields::{is_core_managed, is_token};
+use osprey_sdk::{parse_config, ConfigError, Filter, FixedHeader, Request, Response, Wants};
 
 /// nginx's statuses for `add_header` and `expires` without `always`.
 const DEFAULT_STATUSES: &[u16] = &[200, 201, 204, 206, 301, 302, 303, 304, 307, 308];
@@ -43,18 +43,16 @@ struct ExpiresConf {
 /// One `expires` rule.
 struct Expires {
     max_age: i64,
-    /// `max-age=<max_age>` or `no-cache`.
-    cache_control: &'static str,
+    /// `Cache-Control: max-age=<max_age>` or `no-cache`.
+    cache_control: &'static FixedHeader,
     types: Vec<String>,
     status: Option<Vec<u16>>,
 }
 
-/// A header fixed by the configuration: answers carry it without a copy.
-type Fixed = (&'static str, &'static str);
-
+/// Headers are checked and encoded once, here: answers carry them without a copy or a check.
 pub struct Headers {
-    add: Vec<Fixed>,
-    set: Vec<Fixed>,
+    add: Vec<&'static FixedHeader>,
+    set: Vec<&'static FixedHeader>,
     remove: Vec<String>,
     always: bool,
     expires: Vec<Expires>,
@@ -63,12 +61,15 @@ pub struct Headers {
 impl Headers {
     pub fn new(json: &str) -> Result<Headers, ConfigError> {
         let conf: Conf = parse_config(json)?;
-        for (key, map) in [("add", &conf.add), ("set", &conf.set)] {
-            for (name, value) in map {
-                check_header(name, value)
-                    .map_err(|m| ConfigError::at_key(json, name, format!("{key}: {m}")))?;
-            }
-        }
+        let fixed = |key: &str, map: &BTreeMap<String, String>| {
+            map.iter()
+                .map(|(name, value)| {
+                    FixedHeader::new(name, value)
+                        .map_err(|m| ConfigError::at_key(json, name, format!("{key}: {m}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (add, set) = (fixed("add", &conf.add)?, fixed("set", &conf.set)?);
         for name in &conf.remove {
             if !is_token(name) || is_core_managed(name) {
                 let m = format!("remove: `{name}` is not a header this filter may remove");
@@ -81,14 +82,9 @@ impl Headers {
                 return Err(ConfigError::at_key(json, "types", m));
             }
         }
-        let fixed = |map: &BTreeMap<String, String>| -> Vec<Fixed> {
-            map.iter()
-                .map(|(n, v)| (static_text(n), static_text(v)))
-                .collect()
-        };
         Ok(Headers {
-            add: fixed(&conf.add),
-            set: fixed(&conf.set),
+            add,
+            set,
             remove: conf.remove,
             always: conf.always,
             expires: conf
@@ -97,9 +93,10 @@ impl Headers {
                 .map(|e| Expires {
                     max_age: e.max_age,
                     cache_control: match e.max_age {
-                        ..0 => "no-cache",
-                        secs => static_text(&format!("max-age={secs}")),
-                    },
+                        ..0 => FixedHeader::new("Cache-Control", "no-cache"),
+                        secs => FixedHeader::new("Cache-Control", &format!("max-age={secs}")),
+                    }
+                    .expect("a valid Cache-Control"),
                     types: e.types.iter().map(|t| t.to_ascii_lowercase()).collect(),
                     status: e.status,
                 })
@@ -127,15 +124,16 @@ impl Filter for Headers {
     }
 
     fn after(&self, _req: &Request<'_>, _key: &str, resp: &mut Response) {
-        if self.applies(resp.status) {
+        let applies = self.applies(resp.status);
+        if applies {
             for name in &self.remove {
                 resp.remove_header(name);
             }
-            for &(name, value) in &self.set {
-                resp.set_header(name, value);
+            for &header in &self.set {
+                resp.set_fixed_header(header);
             }
-            for &(name, value) in &self.add {
-                resp.header(name, value);
+            for &header in &self.add {
+                resp.fixed_header(header);
             }
         }
         if self.expires.is_empty() {
@@ -152,15 +150,24 @@ impl Filter for Headers {
         let rule = self.expires.iter().find(|r| {
             let status_ok = match &r.status {
                 Some(list) => list.contains(&resp.status),
-                None => self.applies(resp.status),
+                None => applies,
             };
             status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media())))
         });
         if let Some(rule) = rule {
-            resp.set_header("Cache-Control", rule.cache_control);
-            resp.set_header("Expires", expires_at(rule.max_age));
+            let expires = expires_name();
+            // Both replaced in one pass over the headers.
+            resp.remove_headers(&[rule.cache_control.name(), expires.name()]);
+            resp.fixed_header(rule.cache_control)
+                .header_named(expires, expires_at(rule.max_age));
         }
     }
+}
+
+/// `Expires`, whose value is formatted per second.
+fn expires_name() -> &'static FixedHeader {
+    static NAME: std::sync::OnceLock<&'static FixedHeader> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| FixedHeader::new("Expires", "").expect("a header name"))
 }
 
 /// The last year an HTTP date can show.

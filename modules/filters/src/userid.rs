@@ -13,7 +13,9 @@ use std::cell::Cell;
 use osprey_sdk::abi_stable::std_types::RVec;
 use osprey_sdk::cookie::{SameSite, SetCookie};
 use osprey_sdk::params::cookies;
-use osprey_sdk::{parse_config, ConfigError, Filter, HeaderPair, Request, Response, Wants};
+use osprey_sdk::{
+    parse_config, ConfigError, Filter, FixedHeader, HeaderPair, Request, Response, Wants,
+};
 use siphasher::sip128::{Hasher128, SipHasher24};
 
 #[derive(serde::Deserialize)]
@@ -53,6 +55,8 @@ pub struct UserId {
     attributes: String,
     /// SipHash keyed with this filter's secret.
     keyed: SipHasher24,
+    /// `Set-Cookie`, a name checked once (the value is each new visitor's).
+    set_cookie: &'static FixedHeader,
 }
 
 use crate::pending_ids::{self, Id};
@@ -94,6 +98,7 @@ impl UserId {
             attributes: header[conf.name.len() + 1 + id.len()..].to_owned(),
             name: conf.name,
             keyed: SipHasher24::new_with_key(&secret),
+            set_cookie: FixedHeader::new("Set-Cookie", "").expect("a header name"),
         })
     }
 
@@ -176,10 +181,7 @@ impl Filter for UserId {
             }
         }
         cookie.extend([self.name.as_str(), "=", as_text(&id)]);
-        set.push(HeaderPair {
-            name: "Cookie".into(),
-            value: cookie.into(),
-        });
+        set.push(HeaderPair::new("Cookie", cookie));
     }
 
     /// Every answer to a new visitor sets the cookie, error pages included.
@@ -192,7 +194,7 @@ impl Filter for UserId {
         let mut header =
             String::with_capacity(self.name.len() + 1 + id.len() + self.attributes.len());
         header.extend([self.name.as_str(), "=", as_text(&id), &self.attributes]);
-        resp.header("Set-Cookie", header);
+        resp.header_named(self.set_cookie, header);
     }
 }
 

@@ -226,10 +226,7 @@ fn append(list: &mut String, value: &str) {
 
 /// Static names and values are borrowed, not copied.
 fn pair(name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> HeaderPair {
-    HeaderPair {
-        name: name.into(),
-        value: value.into(),
-    }
+    HeaderPair::new(name, value)
 }
 
 /// `Via` with this proxy appended to the earlier ones: the constant itself when there were

@@ -144,10 +144,7 @@ impl Filter for Ssi {
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
         if self.on_for_request(req) {
             for name in ["If-None-Match", "If-Modified-Since", "Range", "If-Range"] {
-                set.push(HeaderPair {
-                    name: name.into(),
-                    value: "".into(),
-                });
+                set.push(HeaderPair::new(name, ""));
             }
         }
     }

@@ -225,10 +225,7 @@ impl Filter for Templates {
         }
         for &name in CONDITIONAL {
             if req.header(name).is_some() {
-                set.push(HeaderPair {
-                    name: name.into(),
-                    value: "".into(),
-                });
+                set.push(HeaderPair::new(name, ""));
             }
         }
     }

@@ -342,16 +342,7 @@ mod tests {
     #[test]
     fn filter_headers_replace_the_clients() {
         let req = TestRequest::get("/").header("A", "1").header("B", "2");
-        let set = [
-            HeaderPair {
-                name: "a".into(),
-                value: "9".into(),
-            },
-            HeaderPair {
-                name: "b".into(),
-                value: "".into(),
-            },
-        ];
+        let set = [HeaderPair::new("a", "9"), HeaderPair::new("b", "")];
         req.with_view_replacing(&set, |r| {
             assert_eq!(r.header("a"), Some("9"));
             assert_eq!(r.header("b"), None);

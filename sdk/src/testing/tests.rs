@@ -36,10 +36,7 @@ impl Filter for Tag {
         Step::Continue
     }
     fn request_headers(&self, _: &Request<'_>, _: &str, set: &mut RVec<crate::HeaderPair>) {
-        set.push(crate::HeaderPair {
-            name: "X-Seen".into(),
-            value: self.0.into(),
-        });
+        set.push(crate::HeaderPair::new("X-Seen", self.0));
     }
     fn after(&self, _: &Request<'_>, _: &str, resp: &mut Response) {
         resp.header("X-After", self.0);

@@ -496,10 +496,7 @@ mod tests {
             host: "".into(),
             headers: headers
                 .iter()
-                .map(|&(name, value)| HeaderPair {
-                    name: name.to_owned().into(),
-                    value: value.to_owned().into(),
-                })
+                .map(|&(name, value)| HeaderPair::new(name.to_owned(), value.to_owned()))
                 .collect::<RVec<_>>(),
         }
     }

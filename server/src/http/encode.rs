@@ -32,9 +32,14 @@ pub(crate) fn core_managed(name: &str) -> bool {
     name.eq_ignore_ascii_case(core)
 }
 
-/// A header the handler set that would break the response framing.
+/// A header the handler set that would break the response framing. What of it is fixed
+/// (`osprey_sdk::FixedHeader`: the whole header or its name) was checked when configured.
 pub fn invalid_header(h: &HeaderPair) -> bool {
-    header_check::invalid(h.name.as_bytes(), h.value.as_bytes())
+    let value = h.value.as_bytes();
+    if h.name_is_fixed() {
+        return h.fixed_line().is_none() && header_check::breaks_line(value);
+    }
+    header_check::invalid(h.name.as_bytes(), value)
 }
 
 /// Append the head for `status` with `headers` to `out`.
@@ -64,6 +69,11 @@ pub fn write_head(
     date::with_date(|d| out.extend_from_slice(d));
     let mut has_server = false;
     for h in headers {
+        // Configured once, never one the core writes: its line goes as it is.
+        if let Some(line) = h.fixed_line() {
+            out.extend_from_slice(line);
+            continue;
+        }
         let (name, value) = (h.name.as_str(), h.value.as_bytes());
         // One length test tells most names from all five the core cares about.
         if name.len() == 6 {
@@ -115,10 +125,7 @@ mod tests {
     use super::*;
 
     fn pair(n: &'static str, v: &'static str) -> HeaderPair {
-        HeaderPair {
-            name: n.into(),
-            value: v.into(),
-        }
+        HeaderPair::new(n, v)
     }
 
     #[test]
@@ -151,6 +158,28 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.0 200 OK\r\nDate: "), "{text}");
         assert!(text.contains("Connection: keep-alive"));
+    }
+
+    #[test]
+    fn fixed_headers_are_written_from_their_line_and_trusted_only_while_untouched() {
+        let fixed = osprey_sdk::FixedHeader::new("X-Frame-Options", "DENY").unwrap();
+        let mut out = Vec::new();
+        let headers = [fixed.pair(), pair("X-B", "b")];
+        write_head(&mut out, 1, 200, &headers, ResponseFraming::Length(0), true);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("\r\nX-Frame-Options: DENY\r\nX-B: b\r\n"),
+            "{text}"
+        );
+        assert!(!invalid_header(&fixed.pair()));
+        let mut changed = fixed.pair();
+        changed.value = "a\r\nSet-Cookie: x".into();
+        assert!(invalid_header(&changed));
+        let named = osprey_sdk::FixedHeader::new("X-Named", "").unwrap();
+        let mut resp = osprey_sdk::Response::new();
+        resp.header_named(named, "fine").header_named(named, "a\nb");
+        assert!(!invalid_header(&resp.headers[0]));
+        assert!(invalid_header(&resp.headers[1]));
     }
 
     #[test]

@@ -82,10 +82,10 @@ async fn plain_http_error(tcp: &mut TcpStream) {
     let body =
         crate::http::status::error_page(400, "The plain HTTP request was sent to an HTTPS port.");
     let mut out = Vec::with_capacity(256 + body.len());
-    let headers = [osprey_sdk::HeaderPair {
-        name: "Content-Type".into(),
-        value: "text/html; charset=utf-8".into(),
-    }];
+    let headers = [osprey_sdk::HeaderPair::new(
+        "Content-Type",
+        "text/html; charset=utf-8",
+    )];
     crate::http::encode::write_head(
         &mut out,
         1,

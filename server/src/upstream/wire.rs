@@ -358,9 +358,11 @@ pub fn parse_response(
                         .iter()
                         .any(|t| t.eq_ignore_ascii_case(h.name))
         })
-        .map(|h| HeaderPair {
-            name: header_name(h.name),
-            value: RCowStr::from(String::from_utf8_lossy(h.value).trim().to_owned()),
+        .map(|h| {
+            HeaderPair::new(
+                header_name(h.name),
+                RCowStr::from(String::from_utf8_lossy(h.value).trim().to_owned()),
+            )
         })
         .collect();
     Ok(Parsed::Head(RespHead {
@@ -454,18 +456,9 @@ mod tests {
             method: "POST".into(),
             target: "/a?b".into(),
             headers: RVec::from(vec![
-                HeaderPair {
-                    name: "Content-Length".into(),
-                    value: "99".into(),
-                },
-                HeaderPair {
-                    name: "X-A".into(),
-                    value: "1".into(),
-                },
-                HeaderPair {
-                    name: "Connection".into(),
-                    value: "upgrade".into(),
-                },
+                HeaderPair::new("Content-Length", "99"),
+                HeaderPair::new("X-A", "1"),
+                HeaderPair::new("Connection", "upgrade"),
             ]),
             body: RVec::from(b"hi".to_vec()),
             client_ip: RString::from("1.2.3.4"),
@@ -488,20 +481,14 @@ mod tests {
         );
         // The module's own `Host` goes to every server.
         let mut own = req.clone();
-        own.headers.push(HeaderPair {
-            name: "host".into(),
-            value: "front".into(),
-        });
+        own.headers.push(HeaderPair::new("host", "front"));
         let (e, _) = Encoded::new(own, true, "up:80").unwrap();
         assert_eq!(
             String::from_utf8(e.for_server("other:1").into_owned()).unwrap(),
             "POST /a?b HTTP/1.1\r\nX-A: 1\r\nhost: front\r\nContent-Length: 2\r\n\r\nhi"
         );
         let mut bad = req;
-        bad.headers.push(HeaderPair {
-            name: "X-B".into(),
-            value: "a\r\nb".into(),
-        });
+        bad.headers.push(HeaderPair::new("X-B", "a\r\nb"));
         assert!(Encoded::new(bad, true, "up:80").is_err());
     }
 }
