@@ -281,8 +281,9 @@ pub fn after_unpark() {
 }
 
 /// Serve the results that arrived while this network thread worked without sleeping: a
-/// thread kept busy never reaches [`before_park`], so it looks on each job it asks for and
-/// on each sweep of its deadlines (`conn::wait`, every 50 ms at most).
+/// thread kept busy never reaches [`before_park`], so it looks on each job it asks for, each
+/// time a connection it serves wakes (`conn::Conn::drive`), and on each sweep of its
+/// deadlines (`conn::wait`, every 50 ms).
 pub fn look_at_inbox() {
     INBOX.with(|i| {
         if let Some(inbox) = &*i.borrow() {
