@@ -144,6 +144,9 @@ pub fn run(
                 // leave it (no LocalSet layer between them and the scheduler).
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
+                    // Worker-pool results wake the thread only while it sleeps.
+                    .on_thread_park(crate::worker::before_park)
+                    .on_thread_unpark(crate::worker::after_unpark)
                     .build_local(tokio::runtime::LocalOptions::default())
                     .expect("a tokio runtime");
                 runtime.block_on(network_thread(index, listeners, stop, registry));

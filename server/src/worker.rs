@@ -11,7 +11,10 @@
 //!   it finds that none was taken meanwhile (a pool shared by blocking jobs fills up within a
 //!   few ms; a pool that is merely slower than the requests is not woken further);
 //! - results come back to the network thread that asked in batches: it is woken once for
-//!   every result that arrived since it last looked.
+//!   every result that arrived since it last looked, and only if it sleeps (or is about to):
+//!   a busy network thread looks at its inbox itself before it sleeps ([`before_park`]), so a
+//!   result that arrives while it works costs no system call on either side (a cross-thread
+//!   wake is a write to the runtime's eventfd and an extra return from `epoll_wait`).
 //!
 //! A job, the value it works on and its result share one allocation ([`Task`]), queued to
 //! the pool and then handed back to the asking thread's inbox; the value is worked on where
@@ -195,10 +198,22 @@ where
 /// A network thread's mailbox of finished jobs.
 pub struct Inbox {
     done: Mutex<Vec<Arc<dyn Job>>>,
-    /// Set when the network thread has been told to look; cleared when it looks.
-    told: AtomicBool,
+    /// [`EMPTY`], [`PENDING`] or [`NOTIFIED`]: whether results wait, and whether the task
+    /// that serves them was told (once per batch, by whichever side sees them first).
+    state: AtomicU8,
+    /// The network thread sleeps or is about to (set by [`before_park`], cleared by
+    /// [`after_unpark`]); always set on a thread whose runtime has no such hooks (tests),
+    /// which is then woken for every batch.
+    asleep: AtomicBool,
     notify: Notify,
 }
+
+/// [`Inbox::state`]: no result waits since the network thread last looked.
+const EMPTY: u8 = 0;
+/// Results wait and the serving task has not been told.
+const PENDING: u8 = 1;
+/// The serving task was told and will look.
+const NOTIFIED: u8 = 2;
 
 thread_local! {
     static INBOX: std::cell::RefCell<Option<Arc<Inbox>>> = const { std::cell::RefCell::new(None) };
@@ -209,13 +224,72 @@ impl Inbox {
         INBOX.with(|i| i.borrow().clone())
     }
 
-    /// From a pool thread: queue `task`, and tell the network thread if it was not told yet.
+    /// From a pool thread: queue `task`; the first of a batch wakes the network thread if it
+    /// sleeps (awake, it looks before it sleeps: see [`before_park`]).
     fn deliver(&self, task: Arc<dyn Job>) {
         self.done.lock().unwrap().push(task);
-        if !self.told.swap(true, Ordering::AcqRel) {
+        // SeqCst with `before_park`'s store of `asleep` and load of `state`: either the
+        // network thread sees this batch before it sleeps, or this sees it asleep.
+        let first = (self.state)
+            .compare_exchange(EMPTY, PENDING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if first && self.asleep.load(Ordering::SeqCst) {
+            #[cfg(test)]
+            tests::POOL_TOLD.fetch_add(1, Ordering::SeqCst);
+            self.tell();
+        }
+    }
+
+    /// Tell the serving task once for the results pending (from either thread).
+    fn tell(&self) {
+        let told = (self.state)
+            .compare_exchange(PENDING, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if told {
             self.notify.notify_one();
         }
     }
+
+    /// On the network thread: tell its own serving task if results wait (a local wake: no
+    /// system call).
+    fn look(&self) {
+        if self.state.load(Ordering::SeqCst) == PENDING {
+            self.tell();
+        }
+    }
+}
+
+/// The network thread's runtime is about to sleep: from now on a result wakes it, and results
+/// that came while it worked are served first (the runtime does not sleep then). Installed
+/// with [`after_unpark`] as the runtime's park hooks (`server.rs`).
+pub fn before_park() {
+    INBOX.with(|i| {
+        if let Some(inbox) = &*i.borrow() {
+            inbox.asleep.store(true, Ordering::SeqCst);
+            inbox.look();
+        }
+    })
+}
+
+/// The network thread's runtime is awake: results no longer wake it (it looks itself).
+pub fn after_unpark() {
+    INBOX.with(|i| {
+        if let Some(inbox) = &*i.borrow() {
+            inbox.asleep.store(false, Ordering::SeqCst);
+        }
+    })
+}
+
+/// Serve the results that arrived while this network thread worked without sleeping: a
+/// thread kept busy never reaches [`before_park`], so it looks on each job it asks for, each
+/// time a connection it serves wakes (`conn::Conn::drive`), and on each sweep of its
+/// deadlines (`conn::wait`, every 50 ms).
+pub fn look_at_inbox() {
+    INBOX.with(|i| {
+        if let Some(inbox) = &*i.borrow() {
+            inbox.look();
+        }
+    })
 }
 
 /// Receive this network thread's finished jobs; runs as a task on each network thread for
@@ -223,7 +297,9 @@ impl Inbox {
 pub async fn serve_inbox() {
     let inbox = Arc::new(Inbox {
         done: Mutex::new(Vec::new()),
-        told: AtomicBool::new(false),
+        state: AtomicU8::new(EMPTY),
+        // Until the runtime's park hooks say otherwise.
+        asleep: AtomicBool::new(true),
         notify: Notify::new(),
     });
     INBOX.with(|i| *i.borrow_mut() = Some(inbox.clone()));
@@ -231,7 +307,7 @@ pub async fn serve_inbox() {
     loop {
         inbox.notify.notified().await;
         // Cleared before looking: a job that finds it set knows its task will be seen.
-        inbox.told.store(false, Ordering::Release);
+        inbox.state.store(EMPTY, Ordering::SeqCst);
         std::mem::swap(&mut batch, &mut *inbox.done.lock().unwrap());
         batch.drain(..).for_each(|task| task.wake());
     }
@@ -257,6 +333,7 @@ fn submit(job: Arc<dyn Job>) {
     if tokio::runtime::Handle::try_current().is_err() {
         return threads().submit_one(job);
     }
+    look_at_inbox();
     let (first, sender) = OUTBOX.with(|o| {
         let mut o = o.borrow_mut();
         o.jobs.push(job);
@@ -475,11 +552,88 @@ mod tests {
         threads().queue.lock().unwrap().wakes
     }
 
+    /// Inbox batches a pool thread told about (the network thread slept).
+    pub(super) static POOL_TOLD: AtomicUsize = AtomicUsize::new(0);
+
+    /// A network thread's runtime, as the server builds it.
     fn local_runtime() -> tokio::runtime::LocalRuntime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(before_park)
+            .on_thread_unpark(after_unpark)
+            .build_local(tokio::runtime::LocalOptions::default())
+            .unwrap()
+    }
+
+    /// A runtime without the park hooks: every batch wakes it.
+    fn plain_runtime() -> tokio::runtime::LocalRuntime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build_local(tokio::runtime::LocalOptions::default())
             .unwrap()
+    }
+
+    /// A result that arrives while the network thread works is seen without a wake from the
+    /// pool (no system call on either side); one that arrives while it sleeps wakes it.
+    #[test]
+    fn a_busy_network_thread_is_woken_for_no_result_and_a_sleeping_one_is() {
+        let _serial = serial();
+        local_runtime().block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            let pool = WorkerPool::new(100);
+            // Asleep until the runtime first sleeps and wakes (the hooks say when).
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let (go, ran) = (
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            );
+            let (started, done) = (go.clone(), ran.clone());
+            let before = POOL_TOLD.load(Ordering::SeqCst);
+            // The job ends only once the thread is busy (it may sleep while the job is sent).
+            let job = pool.reserve().unwrap().run((), move |_| {
+                while !started.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+                done.store(true, Ordering::SeqCst);
+                7
+            });
+            let job = tokio::task::spawn_local(job);
+            tokio::task::yield_now().await;
+            // Busy until the result is in the inbox: the thread does not sleep meanwhile.
+            go.store(true, Ordering::SeqCst);
+            while !ran.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(job.await.unwrap(), Some(((), 7)));
+            assert_eq!(
+                POOL_TOLD.load(Ordering::SeqCst),
+                before,
+                "a busy thread was woken"
+            );
+            // Now the thread sleeps while the job runs: the result wakes it.
+            let slow = pool.reserve().unwrap().run((), |_| {
+                std::thread::sleep(Duration::from_millis(50));
+                8
+            });
+            assert_eq!(slow.await, Some(((), 8)));
+            assert_eq!(POOL_TOLD.load(Ordering::SeqCst), before + 1);
+        });
+    }
+
+    #[test]
+    fn results_come_back_to_a_runtime_without_park_hooks() {
+        let _serial = serial();
+        plain_runtime().block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            let pool = WorkerPool::new(100);
+            for i in 0..20u64 {
+                let job = pool.reserve().unwrap().run(i, |i| *i + 1);
+                assert_eq!(job.await, Some((i, i + 1)));
+            }
+        });
     }
 
     /// Run `job` with a place in `pool`.

@@ -126,6 +126,8 @@ impl<I: Io> Conn<I> {
         async move {
             let mut wait = first;
             loop {
+                // A thread kept busy by its connections does not sleep, where it would look.
+                crate::worker::look_at_inbox();
                 match wait {
                     Wait::Read => match std::future::poll_fn(|cx| self.poll_wait(cx)).await {
                         Ok(()) => self.read(),

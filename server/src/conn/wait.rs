@@ -266,6 +266,8 @@ pub async fn sweep() {
     loop {
         tick.tick().await;
         crate::http::date::refresh();
+        // A thread that never sleeps sees its worker-pool results here at the latest.
+        crate::worker::look_at_inbox();
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
             let now = t.now();
