@@ -13,7 +13,7 @@ use osprey_sdk::{BodyStream, FfiContext, FfiPoll};
 use tokio::time::{Instant, Sleep};
 
 use super::state::{ActiveGuard, ServerState};
-use super::wire::UpstreamFraming;
+use super::head::UpstreamFraming;
 use super::{pool, Backend};
 use crate::http::chunked::Decoder;
 
