@@ -9,9 +9,9 @@
 //! less than filling httparse's table and reading that again.
 
 use osprey_sdk::abi_stable::std_types::RCowStr;
-use osprey_sdk::fields::is_token_byte;
 use osprey_sdk::HeaderPair;
 
+use crate::http::header_check::{bad_name, is_named};
 use crate::http::parse::{parse_length, MAX_HEADERS};
 
 /// Response heads larger than this are refused (502).
@@ -83,26 +83,6 @@ fn class(name: &[u8]) -> Class {
     }
 }
 
-/// Whether the token `name` is `lower` (lowercase letters and `-`, of the same length) in any
-/// case, eight bytes at a time: setting bit 0x20 of a token byte gives a lowercase letter
-/// only for that letter in either case, and `-` only for `-`.
-fn is_named(name: &[u8], lower: &[u8]) -> bool {
-    const CASE: u64 = 0x2020_2020_2020_2020;
-    let n = name.len();
-    if n < 8 {
-        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap());
-    let mut at = 0;
-    while at + 8 < n {
-        if word(name, at) | CASE != word(lower, at) {
-            return false;
-        }
-        at += 8;
-    }
-    word(name, n - 8) | CASE == word(lower, n - 8)
-}
-
 /// Header names as they are commonly spelled: one of these is borrowed, not copied.
 fn header_name(name: &[u8]) -> RCowStr<'static> {
     let common: &'static str = match name {
@@ -128,6 +108,7 @@ fn header_name(name: &[u8]) -> RCowStr<'static> {
 fn header_value(value: &[u8]) -> RCowStr<'static> {
     RCowStr::from(match std::str::from_utf8(value) {
         Ok(text) => text.to_owned(),
+        // obs-text that is not UTF-8 (RFC 9110 §5.5 calls it opaque).
         Err(_) => String::from_utf8_lossy(value).into_owned(),
     })
 }
@@ -184,13 +165,29 @@ fn status_line(line: &[u8]) -> Result<(u8, u16), &'static str> {
     }
 }
 
-/// The header line at `at`: its name, its value without the spaces and tabs around it, and
-/// where the next line starts; `None` when `buf` ends first.
-fn header_line(buf: &[u8], at: usize) -> Result<Option<(&[u8], &[u8], usize)>, &'static str> {
-    let mut colon = at;
-    while colon < buf.len() && is_token_byte(buf[colon]) {
-        colon += 1;
+/// Where the first `:` or control byte at or after `at` is (`buf.len()`: none).
+fn name_end(buf: &[u8], mut at: usize) -> usize {
+    while at + 8 <= buf.len() {
+        let v = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
+        let x = v ^ (ONES * u64::from(b':'));
+        // The lowest flagged byte is the first `:` (a zero of `x`) or byte below 0x20.
+        let hits = (x.wrapping_sub(ONES) & !x | v.wrapping_sub(ONES * 0x20) & !v) & (ONES * 0x80);
+        if hits != 0 {
+            return at + hits.trailing_zeros() as usize / 8;
+        }
+        at += 8;
     }
+    while at < buf.len() && buf[at] != b':' && buf[at] >= 0x20 {
+        at += 1;
+    }
+    at
+}
+
+/// The header line at `at`: its name (checked to be a token by the caller), its value
+/// without the spaces and tabs around it, and where the next line starts; `None` when `buf`
+/// ends first.
+fn header_line(buf: &[u8], at: usize) -> Result<Option<(&[u8], &[u8], usize)>, &'static str> {
+    let colon = name_end(buf, at);
     match buf.get(colon) {
         None => return Ok(None),
         Some(b':') if colon > at => {}
@@ -203,7 +200,11 @@ fn header_line(buf: &[u8], at: usize) -> Result<Option<(&[u8], &[u8], usize)>, &
     let Some((end, next)) = line_end(buf, colon + 1)? else {
         return Ok(None);
     };
-    Ok(Some((&buf[at..colon], trim_ows(&buf[colon + 1..end]), next)))
+    Ok(Some((
+        &buf[at..colon],
+        trim_ows(&buf[colon + 1..end]),
+        next,
+    )))
 }
 
 /// Without the spaces and tabs around it (OWS).
@@ -264,7 +265,12 @@ pub fn parse_response(
         if count > MAX_HEADERS {
             return Err("too many response headers");
         }
-        match class(name) {
+        // A name that matched one the proxy knows is a token; the others are checked.
+        let class = class(name);
+        if class == Class::Pass && bad_name(name) {
+            return Err("malformed response header");
+        }
+        match class {
             _ if interim => {}
             Class::Pass => headers.push(HeaderPair {
                 name: header_name(name),
@@ -426,6 +432,9 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nX-A: a\rb\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-A: a\0b\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-A: a\r\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX-A: a\x01b\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX-A: 1\r\nX(A): 1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n",
             b"HTTP/1.1 200 O\0K\r\n\r\n",
             b"HTTP/1.1 20 OK\r\n\r\n",
             b"HTTP/1.1 099 OK\r\n\r\n",
@@ -458,13 +467,22 @@ mod tests {
         // Content-Length, a value that is not UTF-8.
         let h = head(b"HTTP/1.1 200\nContent-Length: 2\ncontent-length:2\nX-A: \t a b \t\nX-B: caf\xe9\n\nhi");
         assert_eq!(h.framing, UpstreamFraming::Length(2));
-        assert_eq!(h.len, b"HTTP/1.1 200\nContent-Length: 2\ncontent-length:2\nX-A: \t a b \t\nX-B: caf\xe9\n\n".len());
+        assert_eq!(
+            h.len,
+            b"HTTP/1.1 200\nContent-Length: 2\ncontent-length:2\nX-A: \t a b \t\nX-B: caf\xe9\n\n"
+                .len()
+        );
         let values: Vec<_> = h.headers.iter().map(|h| h.value.to_string()).collect();
         assert_eq!(values, ["a b", "caf\u{fffd}"]);
         // A header named in `Connection` before it is dropped too.
         let h = head(b"HTTP/1.1 200 OK\r\nX-Hop: 1\r\nContent-Length: 0\r\nConnection: X-HOP\r\nContent-Type: a/b\r\n\r\n");
         let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
         assert_eq!(names, ["Content-Type"]);
+        // Names are matched whole: these are end-to-end headers, not framing.
+        let h =
+            head(b"HTTP/1.1 200 OK\r\nContent_Length: 5\r\nX-Content-Length: 5\r\nDATE: x\r\n\r\n");
+        assert_eq!(h.framing, UpstreamFraming::Close);
+        assert_eq!(h.headers.len(), 2);
         // A 101 asked for keeps its `Upgrade`.
         match parse_response(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n", false, true).unwrap() {
             Parsed::Head(h) => {
@@ -481,7 +499,10 @@ mod tests {
         let end = raw.len() - 3;
         for cut in 0..end {
             assert!(
-                matches!(parse_response(&raw[..cut], false, false), Ok(Parsed::Partial)),
+                matches!(
+                    parse_response(&raw[..cut], false, false),
+                    Ok(Parsed::Partial)
+                ),
                 "cut at {cut}"
             );
         }
@@ -489,7 +510,8 @@ mod tests {
             assert_eq!(head(&raw[..cut]).len, end);
         }
         // An interim response, then the final one.
-        let raw = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let raw =
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
         match parse_response(raw, false, false).unwrap() {
             Parsed::Interim(n) => assert_eq!(head(&raw[n..]).status, 204),
             other => panic!("{other:?}"),

@@ -1,9 +1,9 @@
 //! One proxied request: choose a server, take a pooled connection or connect, send, read the
 //! response head; on failure try another server where that is safe.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::future::Future;
 use std::task::Poll;
 
 use osprey_sdk::{Response, UpstreamError, UpstreamRequest};
@@ -12,9 +12,9 @@ use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
 use super::conn::Conn;
+use super::head::{self, Parsed, RespHead, UpstreamFraming};
 use super::send_body::{BodyFail, StreamedBody};
 use super::state::{ActiveGuard, ServerState};
-use super::head::{self, Parsed, RespHead, UpstreamFraming};
 use super::wire::Encoded;
 use super::{pool, Backend};
 use crate::conn::wait::{Deadline, Waiting};

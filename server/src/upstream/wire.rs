@@ -3,6 +3,8 @@
 use osprey_sdk::fields::is_token_byte;
 use osprey_sdk::UpstreamRequest;
 
+use crate::http::header_check::is_named;
+
 use super::send_body::StreamedBody;
 
 /// What a request header from the module is to the service.
@@ -18,7 +20,7 @@ enum Class {
 
 /// A header's class, by its length first: every header of every request goes through here.
 fn class(name: &str) -> Class {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    let is = |lower: &str| is_named(name.as_bytes(), lower.as_bytes());
     match name.len() {
         2 if is("te") => Class::Own,
         4 if is("host") => Class::Host,
@@ -183,6 +185,7 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
 mod tests {
     use super::*;
     use osprey_sdk::abi_stable::std_types::{RString, RVec};
+    use osprey_sdk::HeaderPair;
 
     #[test]
     fn encodes_requests_with_own_framing() {
