@@ -187,14 +187,14 @@ fn name_end(buf: &[u8], mut at: usize) -> usize {
 /// without the spaces and tabs around it, and where the next line starts; `None` when `buf`
 /// ends first.
 fn header_line(buf: &[u8], at: usize) -> Result<Option<(&[u8], &[u8], usize)>, &'static str> {
+    if matches!(buf[at], b' ' | b'\t') {
+        // RFC 9112 §5.2: a proxy may refuse a folded line instead of unfolding it.
+        return Err("obs-fold (a folded header line) in the response");
+    }
     let colon = name_end(buf, at);
     match buf.get(colon) {
         None => return Ok(None),
         Some(b':') if colon > at => {}
-        // RFC 9112 §5.2: a proxy may refuse a folded line instead of unfolding it.
-        Some(b' ' | b'\t') if colon == at => {
-            return Err("obs-fold (a folded header line) in the response")
-        }
         Some(_) => return Err("malformed response header"),
     }
     let Some((end, next)) = line_end(buf, colon + 1)? else {
@@ -426,6 +426,7 @@ mod tests {
         for raw in [
             &b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n  folded\r\n\r\n"[..],
             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n\tfolded\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n folded: 1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-A : 1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-A\r\n\r\n",
             b"HTTP/1.1 200 OK\r\n: 1\r\n\r\n",
@@ -456,6 +457,15 @@ mod tests {
         assert_eq!(
             parse_response(&many, false, false).unwrap_err(),
             "too many response headers"
+        );
+        assert_eq!(
+            parse_response(
+                b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\n\r\n",
+                false,
+                false
+            )
+            .unwrap_err(),
+            "obs-fold (a folded header line) in the response"
         );
         let huge = vec![b'a'; MAX_HEAD + 1];
         assert!(parse_response(&huge, false, false).is_err());
