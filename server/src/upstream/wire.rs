@@ -89,7 +89,10 @@ impl Encoded {
         wire.extend_from_slice(target.as_bytes());
         wire.extend_from_slice(b" HTTP/1.1\r\n");
         let host_at = wire.len();
-        let has_host = req.headers.iter().any(|h| class(&h.name) == Class::Host);
+        let has_host = req
+            .headers
+            .iter()
+            .any(|h| is_named(h.name.as_bytes(), b"host"));
         if !has_host {
             push_header(&mut wire, "Host", host);
         }
