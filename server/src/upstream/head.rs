@@ -186,9 +186,12 @@ fn name_end(buf: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// A header line's name and value, and where the next line starts.
+type HeaderLine<'a> = (&'a [u8], &'a [u8], usize);
+
 /// The header line at `at`: its name (checked to be a token by the caller), its value, and
 /// where the next line starts; `None` when `buf` ends first.
-fn header_line(buf: &[u8], at: usize) -> Result<Option<(&[u8], &[u8], usize)>, &'static str> {
+fn header_line(buf: &[u8], at: usize) -> Result<Option<HeaderLine<'_>>, &'static str> {
     if matches!(buf[at], b' ' | b'\t') {
         // RFC 9112 §5.2: a proxy may refuse a folded line instead of unfolding it.
         return Err("obs-fold (a folded header line) in the response");
