@@ -60,6 +60,23 @@ unsafe impl GlobalAlloc for Allocator {
     }
 }
 
+/// Turn transparent huge pages off for the process (as mimalloc does itself when
+/// `MIMALLOC_ALLOW_THP=0`; setting that variable either way leaves the choice to mimalloc).
+/// mimalloc asks for them (`MADV_HUGEPAGE`) on its arenas, so where the kernel grants them on
+/// request (`madvise`, a common default) the heap grew by 2 MiB at a time: 10,000 idle
+/// keep-alive connections, which take about 1.6 MB, grew it by 4.2 (`osprey-bench --only
+/// idle`), and a server with no connection sat at 15 MiB (12 now: what was faulted in before
+/// `main` stays; 8 with `MIMALLOC_ALLOW_THP=0`). Huge pages save TLB misses on large heaps;
+/// the server's is small and reused.
+pub fn small_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // SAFETY: a plain system call with integer arguments; it sets a flag of the process
+    // (kept across fork and exec) that the kernel reads when it faults memory in.
+    unsafe { nix::libc::prctl(nix::libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,20 +105,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Turn transparent huge pages off for the process (as mimalloc does itself when
-/// `MIMALLOC_ALLOW_THP=0`; setting that variable either way leaves the choice to mimalloc).
-/// mimalloc asks for them (`MADV_HUGEPAGE`) on its arenas, so where the kernel grants them on
-/// request (`madvise`, a common default) the heap grew by 2 MiB at a time: a server with no
-/// connection sat at 15 MiB instead of 8, and 10,000 idle keep-alive connections, which take
-/// about 1.6 MB, grew it by 4 MiB (`osprey-bench --only idle`). The allocator's hot paths are
-/// its thread-local free lists, which huge pages do not make cheaper.
-pub fn small_pages() {
-    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
-        return;
-    }
-    // SAFETY: a plain system call with integer arguments; it sets a flag of the process
-    // (kept across fork and exec) that the kernel reads when it faults memory in.
-    unsafe { nix::libc::prctl(nix::libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
