@@ -140,6 +140,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::small_pages();
     let cli = Cli::parse();
     if cli.version {
         println!(

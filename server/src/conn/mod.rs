@@ -118,6 +118,12 @@ impl<I: Io> Conn<I> {
         }
     }
 
+    /// Whether it has answered a request and waits for the next with nothing buffered or
+    /// owed (it can park at once: `net::accept::serve_fresh`).
+    pub fn rests(&self) -> bool {
+        matches!(self.state, State::Idle) && self.stats.served() > 0
+    }
+
     /// The one driver: wait for what [`Conn::advance`] asks, and advance again, until done.
     // (`fn -> impl Future` rather than `async fn`: an `async fn` keeps its `&mut self` twice,
     // and every byte counts in an idle connection's task.)

@@ -195,10 +195,10 @@ impl<I: Io> Conn<I> {
             } else {
                 timeouts.keepalive
             };
-            let waiting = if I::PARKS {
-                Waiting::IdleParkable
-            } else {
-                Waiting::Idle
+            let waiting = match (I::PARKS, self.stats.served()) {
+                (false, _) => Waiting::Idle,
+                (true, 1) => Waiting::IdleFirst,
+                (true, _) => Waiting::IdleParkable,
             };
             self.deadline.arm(idle_for, waiting);
             self.state = State::Idle;

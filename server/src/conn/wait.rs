@@ -88,6 +88,10 @@ pub enum Waiting {
     Idle,
     /// The next request, on a connection that can park when quiet.
     IdleParkable,
+    /// The next request after the first answer, on a connection that can park: it parks at
+    /// the next sweep (most such clients stay quiet; one that sends again parks only when
+    /// quiet, see [`QUIET_SWEEPS`]).
+    IdleFirst,
 }
 
 /// A connection's slot in its thread's table. Not `Send`: it belongs to the thread.
@@ -136,9 +140,13 @@ impl Deadline {
             let s = &mut t.slots[self.slot as usize];
             s.deadline = deadline;
             s.idle = waiting != Waiting::Request;
-            s.parkable = waiting == Waiting::IdleParkable;
+            s.parkable = matches!(waiting, Waiting::IdleParkable | Waiting::IdleFirst);
             s.expired = false;
-            s.quiet = 0;
+            s.quiet = if waiting == Waiting::IdleFirst {
+                QUIET_SWEEPS
+            } else {
+                0
+            };
             s.park = false;
         });
     }
@@ -366,6 +374,31 @@ mod tests {
         parks.arm(Duration::from_secs(60), Waiting::IdleParkable);
         assert_eq!(parks.check(&waker), None);
         sweeper.abort();
+    }
+
+    /// After its first answer a connection parks at the next sweep, not two seconds later.
+    #[test]
+    fn a_wait_after_the_first_answer_parks_at_the_next_sweep() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build_local(tokio::runtime::LocalOptions::default())
+            .unwrap();
+        runtime.block_on(async {
+            allow_parking();
+            let sweeper = tokio::task::spawn_local(sweep());
+            let count = Arc::new(Count(AtomicUsize::new(0)));
+            let waker = Waker::from(count.clone());
+            let first = Deadline::new();
+            let later = Deadline::new();
+            first.arm(Duration::from_secs(60), Waiting::IdleFirst);
+            later.arm(Duration::from_secs(60), Waiting::IdleParkable);
+            assert_eq!(first.check(&waker), None);
+            assert_eq!(later.check(&waker), None);
+            tokio::time::sleep(TICK * 4).await;
+            assert_eq!(first.check(&waker), Some(Ended::Park));
+            assert_eq!(later.check(&waker), None, "quiet for less than two seconds");
+            sweeper.abort();
+        });
     }
 
     #[test]

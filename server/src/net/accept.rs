@@ -32,19 +32,31 @@ pub fn serve_plain(
         secure: false,
         http2: false,
     });
-    serve_fresh(Conn::new(FreshTcp(tcp), peer, shared), counted)
+    serve_fresh(Conn::new(FreshTcp(tcp), peer, shared), counted, true)
 }
 
 /// Serve a connection not registered with the event loop (just accepted, or back from
 /// parking): answer what has arrived at once, and return the future that serves the rest,
-/// `None` when it is closed.
+/// `None` when it is closed (or parked).
+///
+/// A just-accepted one (`accepted`) that answered its request and now waits for the next
+/// parks at once: most such clients (a browser's spare connection, a burst of them) then stay
+/// quiet, and a task and an event-loop registration for their first two seconds were most of
+/// the memory they left behind. One that sends again comes back from the lot with a task,
+/// and parks only when quiet (`conn::wait::QUIET_SWEEPS`).
 pub(super) fn serve_fresh(
     mut fresh: Conn<FreshTcp>,
     counted: Counted,
+    accepted: bool,
 ) -> Option<impl Future<Output = ()>> {
     let wait = fresh.arrived();
-    if let (Wait::Done, Served::Closed) = (&wait, fresh.served()) {
-        return None;
+    match (&wait, fresh.served()) {
+        (Wait::Done, Served::Closed) => return None,
+        (Wait::Read, _) if accepted && fresh.rests() && park::open() => {
+            park::park_fresh(fresh, counted);
+            return None;
+        }
+        _ => {}
     }
     // From here on it may wait: register it with the event loop.
     let mut conn = fresh.with_io(|f| TcpStream::from_std(f.0)).ok()?;
@@ -117,6 +129,53 @@ async fn tls_connection(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+
+    fn answer(client: &mut std::net::TcpStream) -> String {
+        let mut buf = [0u8; 1024];
+        let n = client.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// A connection whose request came with it is answered and parked at once: no task or
+    /// event-loop registration is made for it (they were most of an idle connection's cost,
+    /// freed only two seconds later). When it sends again, it is served from the lot.
+    #[test]
+    fn a_connection_answered_on_arrival_parks_at_once() {
+        let shared = Shared::for_tests(r#"{"workers": 1}"#);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build_local(tokio::runtime::LocalOptions::default())
+            .unwrap();
+        runtime.block_on(async {
+            park::start();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .unwrap();
+            let (tcp, _) = listener.accept().unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            let task = serve_plain(tcp, "127.0.0.1:1".into(), shared, Counted::for_test());
+            assert!(task.is_none(), "answered on arrival: no task");
+            assert_eq!(park::parked(), 1, "it waits in the lot");
+            let first = answer(&mut client);
+            assert!(first.starts_with("HTTP/1.1 "), "{first}");
+            let again = tokio::task::spawn_blocking(move || {
+                client
+                    .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                    .unwrap();
+                answer(&mut client)
+            });
+            let again = again.await.unwrap();
+            assert!(again.starts_with("HTTP/1.1 "), "{again}");
+            assert_eq!(
+                park::parked(),
+                0,
+                "served again: out of the lot, with a task"
+            );
+        });
+    }
 
     /// An idle plain connection's task is this future in a tokio task cell (128-byte aligned,
     /// about 100 bytes of its own). Up to 152 bytes the cell is a 256-byte block, which the

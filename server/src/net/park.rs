@@ -77,6 +77,24 @@ pub fn park(conn: Conn<tokio::net::TcpStream>, counted: Counted) {
     let (tcp, resting) = conn.into_parked();
     // Leaves tokio's event loop (and frees its registration).
     let Ok(tcp) = tcp.into_std() else { return };
+    lay(tcp, resting, counted);
+}
+
+/// Whether this thread parks connections now (its lot is ready and the server not stopping).
+pub fn open() -> bool {
+    !wait::stopping() && LOT.with(|l| l.borrow().epoll.is_some())
+}
+
+/// Park a just-accepted connection that answered on arrival and rests ([`Conn::rests`]),
+/// never registered with tokio: it costs the lot's spot and nothing more while it stays
+/// quiet. (A failure closes it.)
+pub fn park_fresh(conn: Conn<FreshTcp>, counted: Counted) {
+    let (tcp, resting) = conn.into_parked();
+    lay(tcp.0, resting, counted);
+}
+
+/// Put a socket in the lot's set, with what its connection keeps.
+fn lay(tcp: std::net::TcpStream, resting: Resting, counted: Counted) {
     let Some(epoll) = LOT.with(|l| l.borrow().epoll) else {
         return;
     };
@@ -195,7 +213,7 @@ fn unpark(epoll: RawFd, index: u32) {
         )
     };
     let conn = Conn::resume(FreshTcp(p.tcp), p.peer, p.shared, p.stats);
-    if let Some(serving) = serve_fresh(conn, p.counted) {
+    if let Some(serving) = serve_fresh(conn, p.counted, false) {
         tokio::task::spawn_local(serving);
     }
 }
