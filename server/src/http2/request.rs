@@ -12,8 +12,8 @@ use crate::conn::pool;
 use crate::http::diagnose::{target_error, BAD_METHOD, CONTROL_IN_VALUE};
 use crate::http::header_check::{bad_target, bad_token, breaks_line, has_control};
 use crate::http::parse::{
-    expect, line_within, parse_length, read_host, too_large, BodyFraming, Head, Span, CONNECT,
-    MAX_HEADERS,
+    expects_continue, line_within, parse_length, read_host, too_large, BodyFraming, Head, Span,
+    CONNECT, EXPECTATION_FAILED, MAX_HEADERS,
 };
 use crate::http::{bad, find_byte, HttpError};
 
@@ -122,11 +122,8 @@ impl<'a> Builder<'a> {
                 }
                 _ => return self.refuse("an invalid content-length"),
             },
-            b"expect" => {
-                if let Err(e) = expect(&mut self.head, value) {
-                    self.fail(e);
-                }
-            }
+            b"expect" if !expects_continue(value) => self.fail(EXPECTATION_FAILED),
+            b"expect" => self.head.expect_continue = true,
             _ => {}
         }
         if !self.started && self.start().is_err() {
