@@ -111,6 +111,11 @@ fn bodies_limits_and_errors_over_h2() {
     let headers = format!("@{}", srv.dir.write("headers", &huge).display());
     let (_, out) = h2c(&srv, "/echo", &["-H", &headers]);
     assert!(out.starts_with("HTTP/2 431"), "{out}");
+    // What HTTP/1.1 answers with a status is answered with it over HTTP/2 too.
+    let (_, out) = h2c(&srv, "/echo", &["-H", "Expect: magic"]);
+    assert!(out.starts_with("HTTP/2 417"), "{out}");
+    let (_, out) = h2c(&srv, "/echo", &["-H", "Host: a/b"]);
+    assert!(out.starts_with("HTTP/2 400"), "{out}");
     // HEAD: the length of the GET body, no body.
     let (ok, out) = h2c(&srv, "/declines", &["-I"]);
     assert!(

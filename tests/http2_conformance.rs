@@ -17,7 +17,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{Server, TempDir};
-use http2_cases::{allowed_field_cases, field_cases, generic_cases, hpack_cases, http2_cases};
+use http2_cases::{
+    allowed_field_cases, field_cases, generic_cases, hpack_cases, http1_status_cases, http2_cases,
+};
 use http2_frames::*;
 use tlskit::{start_tls, Cert};
 
@@ -138,5 +140,6 @@ fn cases() -> Vec<Case> {
     all.extend(hpack_cases());
     all.extend(field_cases());
     all.extend(allowed_field_cases());
+    all.extend(http1_status_cases());
     all
 }

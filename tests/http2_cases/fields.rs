@@ -98,6 +98,64 @@ pub fn allowed_field_cases() -> Vec<Case> {
     ]
 }
 
+/// Fields HTTP/1.1 refuses with a status and RFC 9113 leaves to the server: answered with
+/// the status the HTTP/1.1 parser gives the same request (a request is the same request over
+/// either protocol).
+pub fn http1_status_cases() -> Vec<Case> {
+    vec![
+        ("osprey/fields/1 a control byte in a value is a 400", |c| {
+            answered(c, 400, |f| f.push(("x-test".into(), "a\x01b".into())))
+        }),
+        ("osprey/fields/2 DEL in a value is a 400", |c| {
+            answered(c, 400, |f| f.push(("x-test".into(), "a\x7fb".into())))
+        }),
+        ("osprey/fields/3 a :path with a space is a 400", |c| {
+            answered(c, 400, |f| f[2].1 = "/a b".into())
+        }),
+        (
+            "osprey/fields/4 a :method that is not a token is a 400",
+            |c| answered(c, 400, |f| f[0].1 = "G(T".into()),
+        ),
+        (
+            "osprey/fields/5 an :authority that is no host is a 400",
+            |c| answered(c, 400, |f| f[3].1 = "a/b".into()),
+        ),
+        ("osprey/fields/6 no :authority and no host is a 400", |c| {
+            answered(c, 400, |f| {
+                f.remove(3);
+            })
+        }),
+        (
+            "osprey/fields/7 two host fields without :authority are a 400",
+            |c| {
+                answered(c, 400, |f| {
+                    let host = f.remove(3).1;
+                    f.push(("host".into(), host.clone()));
+                    f.push(("host".into(), host));
+                })
+            },
+        ),
+        (
+            "osprey/fields/8 a host field without :authority is the host",
+            |c| {
+                answered(c, 200, |f| {
+                    let host = f.remove(3).1;
+                    f.push(("host".into(), host));
+                })
+            },
+        ),
+    ]
+}
+
+/// A GET whose fields `change` makes; answered with `status`.
+fn answered(c: &mut Conn, status: u16, change: impl Fn(&mut Vec<(String, String)>)) -> Check {
+    let mut fields = c.request("GET");
+    change(&mut fields);
+    let block = c.block(&fields);
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, &block);
+    c.status(1, status)
+}
+
 fn allowed(c: &mut Conn, change: impl Fn(&mut Vec<(String, String)>)) -> Check {
     let mut fields = c.request("GET");
     change(&mut fields);

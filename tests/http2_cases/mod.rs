@@ -6,7 +6,7 @@ mod generic;
 mod hpack;
 mod http2;
 
-pub use fields::{allowed_field_cases, field_cases};
+pub use fields::{allowed_field_cases, field_cases, http1_status_cases};
 pub use generic::generic_cases;
 pub use hpack::hpack_cases;
 pub use http2::http2_cases;

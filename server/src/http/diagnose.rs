@@ -2,9 +2,24 @@
 //! request-line and header error is named, with the status RFC 9112 (and nginx) give it —
 //! 400 for a malformed line, 414 for a long one, 505 for an HTTP version other than 1.x.
 
-use osprey_sdk::fields::is_token_byte;
-
+use super::header_check::{bad_target, bad_token, has_control};
 use super::{bad, HttpError};
+
+/// A method that is not a token.
+pub const BAD_METHOD: HttpError = bad("invalid character in the method");
+/// A value with a control byte that does not end the line (HTTP/2 refuses those that do).
+pub const CONTROL_IN_VALUE: HttpError = bad("control character in a header value");
+
+/// Why a target [`bad_target`] refused is refused.
+pub fn target_error(target: &[u8]) -> HttpError {
+    if target.contains(&b' ') {
+        bad("space in the request target (must be percent-encoded)")
+    } else if target.iter().any(|&b| b < 0x21 || b == 0x7f) {
+        bad("control character in the request target")
+    } else {
+        bad("request target not in UTF-8")
+    }
+}
 
 /// The error for `data` (a head from its request line on) that httparse refused with `e`.
 pub fn explain(data: &[u8], e: httparse::Error, max_request_line: usize) -> HttpError {
@@ -52,8 +67,8 @@ fn request_line(line: &[u8]) -> Option<HttpError> {
     if method.is_empty() {
         return Some(bad("request line starts with a space"));
     }
-    if !method.iter().all(|&b| is_token_byte(b)) {
-        return Some(bad("invalid character in the method"));
+    if bad_token(method) {
+        return Some(BAD_METHOD);
     }
     if rest.first() == Some(&b' ') {
         return Some(bad("more than one space after the method"));
@@ -71,11 +86,8 @@ fn request_line(line: &[u8]) -> Option<HttpError> {
     if target.ends_with(b" ") {
         return Some(bad("more than one space before the HTTP version"));
     }
-    if target.contains(&b' ') {
-        return Some(bad("space in the request target (must be percent-encoded)"));
-    }
-    if target.iter().any(|&b| b < 0x21 || b == 0x7f) {
-        return Some(bad("control character in the request target"));
+    if bad_target(target) {
+        return Some(target_error(target));
     }
     None
 }
@@ -126,7 +138,7 @@ fn header_line(line: &[u8]) -> Option<HttpError> {
     if matches!(name[name.len() - 1], b' ' | b'\t') {
         return Some(bad("whitespace between a header name and its colon"));
     }
-    if !name.iter().all(|&b| is_token_byte(b)) {
+    if bad_token(name) {
         return Some(bad("invalid character in a header name"));
     }
     if value.contains(&b'\r') {
@@ -135,8 +147,8 @@ fn header_line(line: &[u8]) -> Option<HttpError> {
     if value.contains(&0) {
         return Some(bad("NUL byte in a header value"));
     }
-    if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-        return Some(bad("control character in a header value"));
+    if has_control(value) {
+        return Some(CONTROL_IN_VALUE);
     }
     None
 }

@@ -2,18 +2,57 @@
 //! CR, LF and NUL (which would end the line or the head early). Run on every header of every
 //! response, so without a branch per byte: the name is one table lookup a byte folded
 //! together, the value is read eight bytes at a time.
+//!
+//! The byte rules of a request head are here too, for the heads not parsed from text
+//! (HTTP/2's fields): they are the ones httparse applies to an HTTP/1.1 head, and
+//! `diagnose` names an HTTP/1.1 head's error with the same functions.
 
 use osprey_sdk::fields::is_token_byte;
 
 /// A header whose name is not a token or whose value would break the line.
 pub fn invalid(name: &[u8], value: &[u8]) -> bool {
-    bad_name(name) | breaks_line(value)
+    bad_token(name) | breaks_line(value)
 }
 
-/// Whether `name` is empty or holds a byte that is not a token byte.
-pub fn bad_name(name: &[u8]) -> bool {
+/// Whether `name` (a field name, a method) is empty or holds a byte that is not a token byte.
+pub fn bad_token(name: &[u8]) -> bool {
     name.iter()
         .fold(name.is_empty(), |bad, &b| bad | !is_token_byte(b))
+}
+
+/// Whether a request field value holds a control byte other than HTAB, or DEL (RFC 9110
+/// §5.5; CR, LF and NUL among them). Bytes above 0x7f (obs-text) are allowed. Words with no
+/// byte below 0x20 and no DEL (nearly every value) are passed eight bytes at a time.
+pub fn has_control(value: &[u8]) -> bool {
+    let control = |b: u8| (b < 0x20 && b != b'\t') | (b == 0x7f);
+    suspect(value, b' ', |v| less(v, 0x20) | less(v ^ (ONES * 0x7f), 1))
+        && value.iter().any(|&b| control(b))
+}
+
+/// Whether a request target holds a byte the request line refuses: a control, SP or DEL
+/// (RFC 9112 §3.2); bytes above 0x7f pass only as UTF-8, as httparse lets them.
+pub fn bad_target(target: &[u8]) -> bool {
+    let suspect = suspect(target, b'/', |v| {
+        less(v, 0x21) | less(v ^ (ONES * 0x7f), 1) | (v & HIGHS)
+    });
+    suspect
+        && (target.iter().any(|&b| b < 0x21 || b == 0x7f) || std::str::from_utf8(target).is_err())
+}
+
+/// Whether `test` finds something in a word of `bytes` (read eight at a time, a short value
+/// padded with `pad`): the exact check runs only then.
+fn suspect(bytes: &[u8], pad: u8, test: impl Fn(u64) -> u64) -> bool {
+    let n = bytes.len();
+    let found = if n >= 8 {
+        let mut found = test(word(&bytes[n - 8..]));
+        for chunk in bytes.chunks_exact(8) {
+            found |= test(word(chunk));
+        }
+        found
+    } else {
+        test(short_word(bytes, pad))
+    };
+    found != 0
 }
 
 /// Whether a value holds CR, LF or NUL. Long values (a cookie, a CSP) go to `memchr3`'s
@@ -31,7 +70,7 @@ pub fn breaks_line(value: &[u8]) -> bool {
         // The last eight bytes, overlapping what was read: no partial word.
         found |= line_breakers(word(&value[n - 8..]));
     } else {
-        found = line_breakers(short_word(value));
+        found = line_breakers(short_word(value, b' '));
     }
     found != 0
 }
@@ -58,14 +97,14 @@ pub fn is_named(name: &[u8], lower: &[u8]) -> bool {
     word(&name[n - 8..]) | CASE == word(&lower[n - 8..])
 }
 
-fn word(bytes: &[u8]) -> u64 {
+pub(crate) fn word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
 /// Up to seven bytes as a word, in two overlapping reads (no copy, no loop), the rest
-/// spaces (none of the three).
-fn short_word(t: &[u8]) -> u64 {
-    const SPACES: u64 = ONES * b' ' as u64;
+/// `pad` bytes.
+fn short_word(t: &[u8], pad: u8) -> u64 {
+    let pads: u64 = ONES * u64::from(pad);
     let n = t.len();
     if n >= 4 {
         let lo = u32::from_le_bytes(t[..4].try_into().unwrap());
@@ -74,22 +113,26 @@ fn short_word(t: &[u8]) -> u64 {
     } else if n >= 2 {
         let lo = u16::from_le_bytes(t[..2].try_into().unwrap());
         let hi = u16::from_le_bytes(t[n - 2..].try_into().unwrap());
-        SPACES << 32 | u64::from(lo) | u64::from(hi) << 16
+        pads << 32 | u64::from(lo) | u64::from(hi) << 16
     } else if n == 1 {
-        SPACES << 8 | u64::from(t[0])
+        pads << 8 | u64::from(t[0])
     } else {
-        SPACES
+        pads
     }
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
+pub(crate) const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Non-zero when a byte of `x` is less than `n` (exact as to whether one is, for n <= 128).
+pub(crate) fn less(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS
+}
 
 /// Non-zero when one of the eight bytes of `v` is CR, LF or NUL. The classic "has a byte
 /// less than n" (exact as to whether there is one): text has no byte below 14, and only then
 /// are the three told from a tab.
 fn line_breakers(v: u64) -> u64 {
-    let less = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     if less(v, 14) == 0 {
         return 0;
     }
@@ -108,6 +151,71 @@ mod tests {
         assert!(invalid(b"X:", b"v"));
         assert!(invalid(b"X\xff", b"v"));
         assert!(!invalid(b"!#$%&'*+-.^_`|~09azAZ", b""));
+    }
+
+    /// The byte rules are httparse's: every byte, in a method, a target and a value, is
+    /// refused by one exactly when it is by the other.
+    #[test]
+    fn byte_rules_are_the_ones_of_the_http1_parser() {
+        let parses = |raw: Vec<u8>| {
+            let mut headers = [httparse::EMPTY_HEADER; 4];
+            httparse::Request::new(&mut headers).parse(&raw).is_ok()
+        };
+        let line = |m: &[u8], t: &[u8], v: &[u8]| {
+            [m, b" ", t, b" HTTP/1.1\r\nX: ", v, b"\r\n\r\n"].concat()
+        };
+        for b in 0..=255u8 {
+            let with = [b'a', b, b'z'];
+            // A request line with a SP or CR in the target is another line, not this one.
+            if b != b' ' && b != b'\r' && b != b'\n' {
+                assert_eq!(
+                    parses(line(&with, b"/", b"v")),
+                    !bad_token(&with),
+                    "method {b}"
+                );
+                let target = [b'/', b, b'z'];
+                assert_eq!(
+                    parses(line(b"GET", &target, b"v")),
+                    !bad_target(&target),
+                    "target {b}"
+                );
+            }
+            if b != b'\n' {
+                assert_eq!(
+                    parses(line(b"GET", b"/", &with)),
+                    !has_control(&with),
+                    "value {b}"
+                );
+            }
+        }
+        assert!(has_control(b"a\nb") && bad_target(b"/a b"));
+        let utf8 = "GET /\u{e9} HTTP/1.1\r\n\r\n".as_bytes().to_vec();
+        assert!(parses(utf8) && !bad_target("/\u{e9}".as_bytes()));
+    }
+
+    #[test]
+    fn control_bytes_and_bad_target_bytes_are_found_wherever_they_are() {
+        for len in 1..40 {
+            let clean: Vec<u8> = (0..len).map(|i| [b'a', b'\t', b'~', b'/'][i % 4]).collect();
+            assert!(!has_control(&clean), "{len}");
+            let target: Vec<u8> = clean
+                .iter()
+                .map(|&b| if b == b'\t' { b'%' } else { b })
+                .collect();
+            assert!(!bad_target(&target), "{len}");
+            for at in 0..len {
+                for bad in [0, 1, b'\n', 0x1f, 0x7f] {
+                    let mut v = clean.clone();
+                    v[at] = bad;
+                    assert!(has_control(&v), "{len} {at} {bad}");
+                }
+                for bad in [b' ', b'\t', 0x7f, 0xff] {
+                    let mut t = target.clone();
+                    t[at] = bad;
+                    assert!(bad_target(&t), "{len} {at} {bad}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,16 +1,21 @@
 //! A request's decoded fields turned into the request head `dispatch` takes, with the rules of
 //! RFC 9113 §8.2 and §8.3: pseudo-header fields first, once each, the ones a request needs;
 //! lowercase names; no connection-specific fields; `te` only `trailers`; a Host field beside
-//! `:authority` must agree with it. The head is written in HTTP/1.1 form and parsed by the same
-//! parser as HTTP/1.1 (so the same limits and Host rules apply); building the `Head` from the
-//! fields directly is the next step.
-
-use osprey_sdk::fields::is_token_byte;
+//! `:authority` must agree with it. The head is written in HTTP/1.1 form (the request view and
+//! the access log read those bytes) and its `Head` filled in as the bytes are written, not
+//! parsed back. What the HTTP/1.1 parser refuses with a status is refused with the same status
+//! by the same checks (`header_check`, `parse`): control bytes, methods, targets, Host, limits.
 
 use super::fields;
-use crate::http::header_check::breaks_line;
-use crate::http::parse::parse_length;
-use crate::http::HttpError;
+use crate::config::Limits;
+use crate::conn::pool;
+use crate::http::diagnose::{target_error, BAD_METHOD, CONTROL_IN_VALUE};
+use crate::http::header_check::{bad_target, bad_token, breaks_line, has_control};
+use crate::http::parse::{
+    expects_continue, line_within, parse_length, read_host, too_large, BodyFraming, Head, Span,
+    CONNECT, EXPECTATION_FAILED, MAX_HEADERS,
+};
+use crate::http::{bad, find_byte, HttpError};
 
 /// A request refused as malformed (§8.1.1): a stream error PROTOCOL_ERROR.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,12 +23,13 @@ pub struct Malformed(pub &'static str);
 
 /// What the decoded fields made.
 pub struct Request {
-    /// The head in HTTP/1.1 form.
+    /// The head in HTTP/1.1 form: the bytes `head`'s spans point into.
     pub buf: Vec<u8>,
+    /// The head (the thread's pooled one), or the status it is refused with (a field
+    /// HTTP/1.1 refuses, a header list over the limit).
+    pub head: Result<Box<Head>, HttpError>,
     pub is_head: bool,
     pub content_length: Option<u64>,
-    /// Refused with an HTTP status rather than a reset (a header list over the limit).
-    pub error: Option<HttpError>,
 }
 
 /// The pseudo-header fields (§8.3.1).
@@ -34,12 +40,16 @@ const AUTHORITY: usize = 3;
 
 pub struct Builder<'a> {
     buf: Vec<u8>,
+    head: Box<Head>,
+    limits: &'a Limits,
     /// Pseudo-header values, until the request line is written.
     pseudo: &'a mut Vec<u8>,
     ranges: [Option<(usize, usize)>; 4],
     /// The request line is written: only regular fields may follow.
     started: bool,
     malformed: Option<&'static str>,
+    /// The first status the request is refused with.
+    error: Option<HttpError>,
     list_size: usize,
     max_list_size: usize,
     content_length: Option<u64>,
@@ -47,26 +57,38 @@ pub struct Builder<'a> {
     /// field per cookie; HTTP/1.1 and the handlers expect one), in `pseudo` after the
     /// pseudo-header values.
     cookie: Option<(usize, usize)>,
+    /// The Host field of a request without `:authority`.
+    host: Option<Span>,
 }
 
 impl<'a> Builder<'a> {
-    pub fn new(pseudo: &'a mut Vec<u8>, max_list_size: usize) -> Builder<'a> {
+    pub fn new(pseudo: &'a mut Vec<u8>, max_list_size: usize, limits: &'a Limits) -> Builder<'a> {
         pseudo.clear();
+        let mut head = pool::take_head();
+        head.reset();
         Builder {
             buf: Vec::with_capacity(512),
+            head,
+            limits,
             pseudo,
             ranges: [None; 4],
             started: false,
             malformed: None,
+            error: None,
             list_size: 0,
             max_list_size,
             content_length: None,
             cookie: None,
+            host: None,
         }
     }
 
     fn refuse(&mut self, why: &'static str) {
         self.malformed.get_or_insert(why);
+    }
+
+    fn fail(&mut self, e: HttpError) {
+        self.error.get_or_insert(e);
     }
 
     /// One decoded field.
@@ -75,17 +97,16 @@ impl<'a> Builder<'a> {
         if self.malformed.is_some() || self.list_size > self.max_list_size {
             return;
         }
-        if breaks_line(value) {
-            return self.refuse("a field value with NUL, CR or LF");
+        if has_control(value) {
+            if breaks_line(value) {
+                return self.refuse("a field value with NUL, CR or LF");
+            }
+            self.fail(CONTROL_IN_VALUE);
         }
         if let Some(pseudo) = name.strip_prefix(b":") {
             return self.pseudo_field(pseudo, value);
         }
-        if name.is_empty()
-            || !name
-                .iter()
-                .all(|&b| is_token_byte(b) && !b.is_ascii_uppercase())
-        {
+        if bad_token(name) || name.iter().any(u8::is_ascii_uppercase) {
             return self.refuse("an invalid field name");
         }
         if fields::check_value(value).is_err() {
@@ -101,6 +122,8 @@ impl<'a> Builder<'a> {
                 }
                 _ => return self.refuse("an invalid content-length"),
             },
+            b"expect" if !expects_continue(value) => self.fail(EXPECTATION_FAILED),
+            b"expect" => self.head.expect_continue = true,
             _ => {}
         }
         if !self.started && self.start().is_err() {
@@ -116,14 +139,30 @@ impl<'a> Builder<'a> {
                 }
                 return;
             }
+            if self.host.is_some() {
+                self.fail(bad("more than one Host header"));
+            }
+            self.host = self.header(name, value);
+            return;
         }
         if name == b"cookie" {
             return self.cookie_crumb(value);
         }
-        self.buf.extend_from_slice(name);
+        self.header(name, value);
+    }
+
+    /// Write a header line and note its spans; `None` past the header count limit (431).
+    fn header(&mut self, name: &[u8], value: &[u8]) -> Option<Span> {
+        if self.head.headers.len() >= self.limits.max_headers.min(MAX_HEADERS) {
+            self.fail(HttpError::new(431, "too many headers"));
+            return None;
+        }
+        let name = put(&mut self.buf, name);
         self.buf.extend_from_slice(b": ");
-        self.buf.extend_from_slice(value);
+        let value = put(&mut self.buf, value);
         self.buf.extend_from_slice(b"\r\n");
+        self.head.headers.push((name, value));
+        Some(value)
     }
 
     fn pseudo_field(&mut self, name: &[u8], value: &[u8]) {
@@ -159,27 +198,34 @@ impl<'a> Builder<'a> {
         self.cookie = Some((start, self.pseudo.len()));
     }
 
-    fn get(&self, which: usize) -> Option<&[u8]> {
-        self.ranges[which].map(|(a, b)| &self.pseudo[a..b])
-    }
-
     /// Write the request line (and Host from `:authority`) once the pseudo-headers are all in.
     fn start(&mut self) -> Result<(), ()> {
         self.started = true;
-        let (ranges, pseudo) = (self.ranges, &*self.pseudo);
+        let (ranges, pseudo) = (self.ranges, std::mem::take(self.pseudo));
         let get = |which: usize| ranges[which].map(|(a, b)| &pseudo[a..b]);
-        let Some(method) = get(METHOD) else {
-            self.malformed.get_or_insert("a request without :method");
+        let written = self.request_line(get(METHOD), get(SCHEME), get(PATH), get(AUTHORITY));
+        *self.pseudo = pseudo;
+        written
+    }
+
+    fn request_line(
+        &mut self,
+        method: Option<&[u8]>,
+        scheme: Option<&[u8]>,
+        path: Option<&[u8]>,
+        authority: Option<&[u8]>,
+    ) -> Result<(), ()> {
+        let Some(method) = method else {
+            self.refuse("a request without :method");
             return Err(());
         };
-        let authority = get(AUTHORITY);
         let why = if method == b"CONNECT" {
-            match (get(SCHEME), get(PATH), authority) {
+            match (scheme, path, authority) {
                 (None, None, Some(_)) => None,
                 _ => Some("CONNECT with :scheme or :path, or without :authority"),
             }
         } else {
-            match (get(SCHEME), get(PATH)) {
+            match (scheme, path) {
                 (Some(s), Some(p)) if !s.is_empty() => match p {
                     [b'/', ..] => None,
                     b"*" if method == b"OPTIONS" => None,
@@ -189,26 +235,38 @@ impl<'a> Builder<'a> {
             }
         };
         let why = why.or(match authority {
-            Some(a) if a.contains(&b'@') => Some("an :authority with userinfo"),
+            Some(a) if find_byte(b'@', a).is_some() => Some("an :authority with userinfo"),
             _ => None,
         });
         if let Some(why) = why {
-            self.malformed.get_or_insert(why);
+            self.refuse(why);
             return Err(());
         }
-        let target = match get(PATH) {
-            Some(p) => p,
-            None => authority.unwrap_or(b""),
-        };
-        let buf = &mut self.buf;
-        buf.extend_from_slice(method);
-        buf.push(b' ');
-        buf.extend_from_slice(target);
-        buf.extend_from_slice(b" HTTP/1.1\r\n");
+        // The checks and statuses of an HTTP/1.1 request line.
+        let target = path.or(authority).unwrap_or(b"");
+        if bad_token(method) {
+            self.fail(BAD_METHOD);
+        } else if method == b"CONNECT" {
+            self.fail(CONNECT);
+        }
+        if bad_target(target) {
+            self.fail(target_error(target));
+        }
+        self.head.method = put(&mut self.buf, method);
+        self.buf.push(b' ');
+        let target = put(&mut self.buf, target);
+        self.buf.extend_from_slice(b" HTTP/1.1\r\n");
+        // The line up to its LF, as the HTTP/1.1 parser measures it.
+        if let Err(e) = line_within(self.buf.len() - 1, self.limits) {
+            self.fail(e);
+        }
+        self.head.set_uri(target, &self.buf);
         if let Some(a) = authority {
-            buf.extend_from_slice(b"host: ");
-            buf.extend_from_slice(a);
-            buf.extend_from_slice(b"\r\n");
+            match (read_host(a), self.header(b"host", a)) {
+                (Ok(host), Some(span)) => host.set(&mut self.head, span),
+                (Err(e), _) => self.fail(e),
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -218,22 +276,57 @@ impl<'a> Builder<'a> {
             let _ = self.start();
         }
         if let Some(why) = self.malformed {
+            pool::give_head(self.head);
             return Err(Malformed(why));
         }
-        let error = (self.list_size > self.max_list_size)
-            .then(|| HttpError::new(431, "request header fields too large"));
+        if self.list_size > self.max_list_size {
+            self.error = Some(HttpError::new(431, "request header fields too large"));
+        }
         if let Some((a, b)) = self.cookie {
-            self.buf.extend_from_slice(b"cookie: ");
-            self.buf.extend_from_slice(&self.pseudo[a..b]);
-            self.buf.extend_from_slice(b"\r\n");
+            let crumbs = std::mem::take(self.pseudo);
+            self.header(b"cookie", &crumbs[a..b]);
+            *self.pseudo = crumbs;
         }
         self.buf.extend_from_slice(b"\r\n");
+        self.head.len = self.buf.len();
+        if self.head.len > self.limits.max_header_bytes {
+            self.fail(too_large(&self.buf, self.limits));
+        }
+        if let Some(span) = self.host {
+            match read_host(span.get(&self.buf)) {
+                Ok(host) => host.set(&mut self.head, span),
+                Err(e) => self.fail(e),
+            }
+        } else if self.ranges[AUTHORITY].is_none() {
+            self.fail(bad("missing Host header"));
+        }
+        self.head.body = match self.content_length {
+            Some(0) | None => BodyFraming::None,
+            Some(n) => BodyFraming::Length(n),
+        };
+        let head = match self.error {
+            Some(e) => {
+                pool::give_head(self.head);
+                Err(e)
+            }
+            None => Ok(self.head),
+        };
         Ok(Request {
-            is_head: self.get(METHOD) == Some(b"HEAD"),
+            is_head: self.ranges[METHOD].is_some_and(|(a, b)| &self.pseudo[a..b] == b"HEAD"),
             buf: self.buf,
+            head,
             content_length: self.content_length,
-            error,
         })
+    }
+}
+
+/// Append `bytes` to `buf`: where they are.
+fn put(buf: &mut Vec<u8>, bytes: &[u8]) -> Span {
+    let start = buf.len() as u32;
+    buf.extend_from_slice(bytes);
+    Span {
+        start,
+        end: buf.len() as u32,
     }
 }
 
@@ -246,83 +339,4 @@ pub fn check_trailer(name: &[u8]) -> Result<(), Malformed> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn build(fields: &[(&str, &str)]) -> Result<Request, Malformed> {
-        let mut scratch = Vec::new();
-        let mut b = Builder::new(&mut scratch, 1000);
-        for (n, v) in fields {
-            b.field(n.as_bytes(), v.as_bytes());
-        }
-        b.finish()
-    }
-
-    const GET: [(&str, &str); 4] = [
-        (":method", "GET"),
-        (":scheme", "http"),
-        (":path", "/a?b"),
-        (":authority", "example.com"),
-    ];
-
-    #[test]
-    fn a_request_becomes_http1_text() {
-        let mut fields = GET.to_vec();
-        fields.push(("accept", "*/*"));
-        fields.push(("host", "EXAMPLE.com"));
-        fields.push(("content-length", "3"));
-        let r = build(&fields).unwrap();
-        assert_eq!(
-            String::from_utf8(r.buf).unwrap(),
-            "GET /a?b HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncontent-length: 3\r\n\r\n"
-        );
-        assert_eq!(r.content_length, Some(3));
-        assert!(!r.is_head && r.error.is_none());
-    }
-
-    #[test]
-    fn cookie_crumbs_are_joined_into_one_field() {
-        let mut fields = GET.to_vec();
-        fields.push(("cookie", "a=1"));
-        fields.push(("accept", "*/*"));
-        fields.push(("cookie", "uid=abc"));
-        fields.push(("cookie", "b=2"));
-        let r = build(&fields).unwrap();
-        assert_eq!(
-            String::from_utf8(r.buf).unwrap(),
-            "GET /a?b HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncookie: a=1; uid=abc; b=2\r\n\r\n"
-        );
-    }
-
-    #[test]
-    fn malformed_requests_are_refused() {
-        let with = |extra: (&'static str, &'static str)| {
-            let mut f = GET.to_vec();
-            f.push(extra);
-            build(&f).is_err()
-        };
-        assert!(with(("Accept", "x")));
-        assert!(with(("connection", "close")));
-        assert!(with(("te", "gzip")));
-        assert!(!with(("te", "trailers")));
-        assert!(with((":path", "/again")));
-        assert!(with(("x", " lead")));
-        assert!(with(("x", "a\0b")));
-        assert!(with(("host", "other.example")));
-        assert!(with(("content-length", "x")));
-        assert!(build(&GET[1..]).is_err());
-        assert!(build(&[(":method", "CONNECT"), (":authority", "a:1")]).is_ok());
-        assert!(build(&[(":status", "200")]).is_err());
-        let mut late = vec![("accept", "x")];
-        late.extend(GET);
-        assert!(build(&late).is_err());
-    }
-
-    #[test]
-    fn a_list_over_the_limit_is_a_431() {
-        let mut f = GET.to_vec();
-        let big = "x".repeat(1000);
-        f.push(("big", &big));
-        assert_eq!(build(&f).unwrap().error.map(|e| e.status), Some(431));
-    }
-}
+mod tests;

@@ -29,6 +29,7 @@ use super::frame::{self, *};
 use super::hpack::Decoder;
 use super::request::Request;
 use super::stream;
+use crate::config::Limits;
 use crate::dispatch::Peer;
 use crate::server::Shared;
 use io::{io_step, Step};
@@ -63,6 +64,8 @@ struct Session {
     max_streams: usize,
     initial_window: i64,
     max_list: usize,
+    /// The limits on a request head.
+    limits: Limits,
     /// Requests ready for a stream future.
     ready: Vec<(StreamIo, Request)>,
 }
@@ -94,6 +97,7 @@ pub async fn run<T>(
         max_streams: cfg.max_concurrent_streams as usize,
         initial_window: cfg.initial_window_size as i64,
         max_list: cfg.max_header_list_size as usize,
+        limits: shared.config.limits.clone(),
         ready: Vec::new(),
     };
     {

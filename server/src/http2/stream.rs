@@ -1,7 +1,7 @@
-//! One HTTP/2 stream's glue to `dispatch`: the request head (in HTTP/1.1 form, see `request`)
-//! is parsed by the same strict parser as HTTP/1.1 (so a `Head` with spans, the same limits and
-//! Host rules), the body is read from the stream's slot, the exchange goes through `dispatch`,
-//! and the response is written into the connection's output within the windows.
+//! One HTTP/2 stream's glue to `dispatch`: the request head (made by `request` from the
+//! fields, with the checks and limits of HTTP/1.1), the body read from the stream's slot, the
+//! exchange through `dispatch`, and the response written into the connection's output within
+//! the windows.
 
 use std::io;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use crate::dispatch::{
 };
 use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
-use crate::http::parse::{parse_into, BodyFraming, Head};
+use crate::http::parse::{BodyFraming, Head};
 use crate::http::status::bodiless;
 use crate::http::HttpError;
 use crate::router::BodyIntake;
@@ -30,21 +30,23 @@ use crate::server::Shared;
 const FILE_CHUNK: usize = 64 * 1024;
 
 /// Serve one request stream. Its future is kept small (it is boxed and moved once per
-/// stream): the head is parsed into a pooled box, and a route that has to wait finishes in a
+/// stream): the head is in a pooled box, and a route that has to wait finishes in a
 /// future of its own.
 pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc<Shared>) {
     let (peer, shared) = (&peer, &shared);
     let started = start_clock();
     let is_head = req.is_head;
-    let mut buf = req.buf;
+    let buf = req.buf;
     let mut streamed = None;
-    let read = match req
-        .error
-        .map_or_else(|| request_head(&mut buf, peer, shared), Err)
-    {
-        Ok((head, intake)) => read_body(&io, &head, intake, shared)
-            .await
-            .map(|(limit, content)| (head, limit, content)),
+    let read = match req.head {
+        Ok(head) => {
+            let intake = shared
+                .router
+                .body_intake(head.path(&buf), head.host(&buf), peer.secure);
+            read_body(&io, &head, intake, shared)
+                .await
+                .map(|(limit, content)| (head, limit, content))
+        }
         Err(e) => Err(e),
     };
     let ex = match read {
@@ -131,31 +133,6 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
     if let Some(ex) = ex {
         pool::give_head(ex.head);
     }
-}
-
-/// Parse the head (written in HTTP/1.1 form) into a head from the pool, with the body intake
-/// of the route it goes to.
-fn request_head(
-    buf: &mut [u8],
-    peer: &Peer,
-    shared: &Shared,
-) -> Result<(Box<Head>, BodyIntake), HttpError> {
-    let mut head = pool::take_head();
-    match parse_into(buf, &shared.config.limits, &mut head) {
-        Ok(true) => {}
-        Ok(false) => {
-            pool::give_head(head);
-            return Err(HttpError::new(400, "incomplete request head"));
-        }
-        Err(e) => {
-            pool::give_head(head);
-            return Err(e);
-        }
-    }
-    let intake = shared
-        .router
-        .body_intake(head.path(buf), head.host(buf), peer.secure);
-    Ok((head, intake))
 }
 
 /// Read the body into a [`BodyBuf`] (its size once, given back with the request) — unless the

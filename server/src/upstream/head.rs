@@ -11,7 +11,7 @@
 use osprey_sdk::abi_stable::std_types::RCowStr;
 use osprey_sdk::HeaderPair;
 
-use crate::http::header_check::{bad_name, is_named};
+use crate::http::header_check::{bad_token, is_named, less, word, ONES};
 use crate::http::parse::{parse_length, MAX_HEADERS};
 
 /// Response heads larger than this are refused (502).
@@ -116,17 +116,13 @@ fn header_value(value: &[u8]) -> RCowStr<'static> {
     RCowStr::from(String::from_utf8_lossy(value).into_owned())
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-
 /// Where the line that goes on at `at` ends: the end of its text and the start of the next
 /// line (after CRLF, or a bare LF: RFC 9112 §2.2); `None` when `buf` ends first. Its bytes
 /// are read eight at a time while none is a control byte.
 fn line_end(buf: &[u8], mut at: usize) -> Result<Option<(usize, usize)>, &'static str> {
     loop {
         while at + 8 <= buf.len() {
-            let v = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
-            // Non-zero when a byte is below 0x20 (exact as to whether there is one).
-            let controls = v.wrapping_sub(ONES * 0x20) & !v & (ONES * 0x80);
+            let controls = less(word(&buf[at..]), 0x20);
             if controls != 0 {
                 at += controls.trailing_zeros() as usize / 8;
                 break;
@@ -171,10 +167,9 @@ fn status_line(line: &[u8]) -> Result<(u8, u16), &'static str> {
 /// Where the first `:` or control byte at or after `at` is (`buf.len()`: none).
 fn name_end(buf: &[u8], mut at: usize) -> usize {
     while at + 8 <= buf.len() {
-        let v = u64::from_le_bytes(buf[at..at + 8].try_into().unwrap());
-        let x = v ^ (ONES * u64::from(b':'));
-        // The lowest flagged byte is the first `:` (a zero of `x`) or byte below 0x20.
-        let hits = (x.wrapping_sub(ONES) & !x | v.wrapping_sub(ONES * 0x20) & !v) & (ONES * 0x80);
+        let v = word(&buf[at..]);
+        // The lowest flagged byte is the first `:` (a zero of `v ^ ':'s`) or byte below 0x20.
+        let hits = less(v ^ (ONES * u64::from(b':')), 1) | less(v, 0x20);
         if hits != 0 {
             return at + hits.trailing_zeros() as usize / 8;
         }
@@ -265,7 +260,7 @@ pub fn parse_response(
         }
         // A name that matched one the proxy knows is a token; the others are checked.
         let class = class(name);
-        if class == Class::Pass && bad_name(name) {
+        if class == Class::Pass && bad_token(name) {
             return Err("malformed response header");
         }
         match class {

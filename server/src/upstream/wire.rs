@@ -196,9 +196,9 @@ mod tests {
             method: "POST".into(),
             target: "/a?b".into(),
             headers: RVec::from(vec![
-                HeaderPair::new("Content-Length".into(), "99".into()),
-                HeaderPair::new("X-A".into(), "1".into()),
-                HeaderPair::new("Connection".into(), "upgrade".into()),
+                HeaderPair::new("Content-Length", "99"),
+                HeaderPair::new("X-A", "1"),
+                HeaderPair::new("Connection", "upgrade"),
             ]),
             body: RVec::from(b"hi".to_vec()),
             client_ip: RString::from("1.2.3.4"),
@@ -221,16 +221,14 @@ mod tests {
         );
         // The module's own `Host` goes to every server.
         let mut own = req.clone();
-        own.headers
-            .push(HeaderPair::new("host".into(), "front".into()));
+        own.headers.push(HeaderPair::new("host", "front"));
         let (e, _) = Encoded::new(own, true, "up:80").unwrap();
         assert_eq!(
             String::from_utf8(e.for_server("other:1").into_owned()).unwrap(),
             "POST /a?b HTTP/1.1\r\nX-A: 1\r\nhost: front\r\nContent-Length: 2\r\n\r\nhi"
         );
         let mut bad = req;
-        bad.headers
-            .push(HeaderPair::new("X-B".into(), "a\r\nb".into()));
+        bad.headers.push(HeaderPair::new("X-B", "a\r\nb"));
         assert!(Encoded::new(bad, true, "up:80").is_err());
     }
 }

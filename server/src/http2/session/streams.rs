@@ -56,7 +56,7 @@ impl Session {
             return self.trailers(id, end_stream, block);
         }
         self.last_id = id;
-        let mut builder = Builder::new(&mut self.pseudo, self.max_list);
+        let mut builder = Builder::new(&mut self.pseudo, self.max_list, &self.limits);
         self.decoder
             .decode(block, |n, v| builder.field(n, v))
             .map_err(|_| Reason::Compression)?;

@@ -1,0 +1,264 @@
+use super::*;
+use crate::http::parse::parse;
+
+/// A request's fields, in order.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
+fn build_with(fields: &[(&str, &str)], limits: &Limits) -> Result<Request, Malformed> {
+    let mut scratch = Vec::new();
+    let mut b = Builder::new(&mut scratch, 1000, limits);
+    for (n, v) in fields {
+        b.field(n.as_bytes(), v.as_bytes());
+    }
+    b.finish()
+}
+
+fn build(fields: &[(&str, &str)]) -> Result<Request, Malformed> {
+    build_with(fields, &Limits::default())
+}
+
+/// The status a request is answered with (200: none, the head is made).
+fn status(fields: &[(&str, &str)]) -> u16 {
+    build(fields)
+        .unwrap()
+        .head
+        .map_or_else(|e| e.status, |_| 200)
+}
+
+const GET: [(&str, &str); 4] = [
+    (":method", "GET"),
+    (":scheme", "http"),
+    (":path", "/a?b"),
+    (":authority", "example.com"),
+];
+
+fn get_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut f = GET.to_vec();
+    f.extend_from_slice(extra);
+    f
+}
+
+#[test]
+fn a_request_becomes_http1_text() {
+    let fields = get_with(&[
+        ("accept", "*/*"),
+        ("host", "EXAMPLE.com"),
+        ("content-length", "3"),
+    ]);
+    let r = build(&fields).unwrap();
+    assert_eq!(
+        String::from_utf8(r.buf).unwrap(),
+        "GET /a?b HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncontent-length: 3\r\n\r\n"
+    );
+    assert_eq!(r.content_length, Some(3));
+    assert!(!r.is_head && r.head.is_ok());
+}
+
+/// The head written as the fields come is the one the HTTP/1.1 parser reads from the bytes.
+#[test]
+fn the_head_is_the_one_the_http1_parser_makes() {
+    let requests = [
+        get_with(&[("accept", "*/*"), ("content-length", "3"), ("x-a", "v w")]),
+        get_with(&[
+            ("cookie", "a=1"),
+            ("expect", "100-continue"),
+            ("cookie", "b=2"),
+        ]),
+        vec![
+            (":method", "HEAD"),
+            (":scheme", "https"),
+            (":path", "/p/q"),
+            ("host", "Upper.Example:8443"),
+            ("user-agent", "t\u{e9}st"),
+        ],
+        vec![
+            (":method", "OPTIONS"),
+            (":scheme", "http"),
+            (":path", "*"),
+            (":authority", "[::1]:8080"),
+        ],
+    ];
+    for fields in requests {
+        let r = build(&fields).unwrap();
+        let head = r.head.unwrap();
+        let parsed = parse(&r.buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(format!("{head:?}"), format!("{parsed:?}"), "{fields:?}");
+    }
+}
+
+#[test]
+fn cookie_crumbs_are_joined_into_one_field() {
+    let fields = get_with(&[
+        ("cookie", "a=1"),
+        ("accept", "*/*"),
+        ("cookie", "uid=abc"),
+        ("cookie", "b=2"),
+    ]);
+    let r = build(&fields).unwrap();
+    assert_eq!(
+        String::from_utf8(r.buf).unwrap(),
+        "GET /a?b HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncookie: a=1; uid=abc; b=2\r\n\r\n"
+    );
+}
+
+#[test]
+fn malformed_requests_are_refused() {
+    let with = |extra: (&'static str, &'static str)| build(&get_with(&[extra])).is_err();
+    assert!(with(("Accept", "x")));
+    assert!(with(("connection", "close")));
+    assert!(with(("te", "gzip")));
+    assert!(!with(("te", "trailers")));
+    assert!(with((":path", "/again")));
+    assert!(with(("x", " lead")));
+    assert!(with(("x", "a\0b")));
+    assert!(with(("x", "a\rb")));
+    assert!(with(("host", "other.example")));
+    assert!(with(("content-length", "x")));
+    assert!(build(&GET[1..]).is_err());
+    assert!(build(&[(":method", "CONNECT"), (":authority", "a:1")]).is_ok());
+    assert!(build(&[(":status", "200")]).is_err());
+    let mut late = vec![("accept", "x")];
+    late.extend(GET);
+    assert!(build(&late).is_err());
+}
+
+/// What the HTTP/1.1 parser refuses with a status is refused with the same one: each case
+/// is checked against the parser's answer to the same request in HTTP/1.1 form.
+#[test]
+fn fields_http1_refuses_get_its_status() {
+    let pseudo = |method: &'static str, path: &'static str| {
+        vec![
+            (":method", method),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "example.com"),
+        ]
+    };
+    let cases: Vec<(Fields, &str, u16)> = vec![
+        (
+            get_with(&[("x", "a\x01b")]),
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nX: a\x01b",
+            400,
+        ),
+        (
+            get_with(&[("x", "a\x7fb")]),
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nX: a\x7fb",
+            400,
+        ),
+        (
+            pseudo("G(T", "/"),
+            "G(T / HTTP/1.1\r\nHost: example.com",
+            400,
+        ),
+        (
+            pseudo("GET", "/a b"),
+            "GET /a b HTTP/1.1\r\nHost: example.com",
+            400,
+        ),
+        (
+            pseudo("GET", "/a\tb"),
+            "GET /a\tb HTTP/1.1\r\nHost: example.com",
+            400,
+        ),
+        (
+            get_with(&[("expect", "magic")]),
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nExpect: magic",
+            417,
+        ),
+        (
+            vec![
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/"),
+                (":authority", "a/b"),
+            ],
+            "GET / HTTP/1.1\r\nHost: a/b",
+            400,
+        ),
+        (
+            vec![
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/"),
+                ("host", "a:8x"),
+            ],
+            "GET / HTTP/1.1\r\nHost: a:8x",
+            400,
+        ),
+        (
+            vec![
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/"),
+                ("host", "a"),
+                ("host", "a"),
+            ],
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: a",
+            400,
+        ),
+        (
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "/")],
+            "GET / HTTP/1.1",
+            400,
+        ),
+        (
+            vec![(":method", "CONNECT"), (":authority", "a:443")],
+            "CONNECT a:443 HTTP/1.1\r\nHost: a:443",
+            405,
+        ),
+    ];
+    // A target not in UTF-8 (a `&str` cannot hold one).
+    let (mut scratch, limits) = (Vec::new(), Limits::default());
+    let mut b = Builder::new(&mut scratch, 1000, &limits);
+    for (n, v) in [
+        (":method", &b"GET"[..]),
+        (":scheme", b"http"),
+        (":path", b"/\xff"),
+        ("host", b"a"),
+    ] {
+        b.field(n.as_bytes(), v);
+    }
+    assert_eq!(b.finish().unwrap().head.unwrap_err().status, 400);
+    let http1 = parse(b"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n", &Limits::default());
+    assert_eq!(http1.unwrap_err().status, 400);
+    for (fields, http1, want) in cases {
+        let raw = format!("{http1}\r\n\r\n");
+        let http1 = parse(raw.as_bytes(), &Limits::default())
+            .unwrap_err()
+            .status;
+        assert_eq!(http1, want, "{raw:?}");
+        assert_eq!(status(&fields), want, "{fields:?}");
+    }
+}
+
+#[test]
+fn the_limits_on_a_head_apply() {
+    let limits = Limits {
+        max_request_line: 40,
+        max_header_bytes: 200,
+        max_headers: 3,
+        ..Limits::default()
+    };
+    let status = |fields: &[(&str, &str)]| {
+        let r = build_with(fields, &limits).unwrap();
+        r.head.map_or_else(|e| e.status, |_| 200)
+    };
+    assert_eq!(status(&get_with(&[("a", "1"), ("b", "2")])), 200);
+    assert_eq!(
+        status(&get_with(&[("a", "1"), ("b", "2"), ("c", "3")])),
+        431
+    );
+    let long = "x".repeat(170);
+    assert_eq!(status(&get_with(&[("a", &long)])), 431);
+    let path = format!("/{}", "p".repeat(40));
+    let mut fields = GET.to_vec();
+    fields[2].1 = &path;
+    assert_eq!(status(&fields), 414);
+}
+
+#[test]
+fn a_list_over_the_limit_is_a_431() {
+    let big = "x".repeat(1000);
+    let r = build(&get_with(&[("big", &big)])).unwrap();
+    assert_eq!(r.head.map(|_| ()).map_err(|e| e.status), Err(431));
+}
