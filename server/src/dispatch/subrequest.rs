@@ -15,7 +15,7 @@ use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
 use osprey_sdk::abi_stable::std_types::{RResult, RStr, RVec};
 use osprey_sdk::fields::{is_field_value, is_token};
 use osprey_sdk::subrequest::{
-    ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
+    ParentBox, SubrequestError, SubrequestParent, SubrequestParent_TO, SubrequestStarted,
     SubrequestTarget,
 };
 use osprey_sdk::{HeaderPair, Response};
@@ -152,13 +152,8 @@ impl Drop for Scope {
     }
 }
 
-fn refused(status: u16, message: String) -> SubrequestFuture {
-    LocalFfiFuture::new(async move {
-        RResult::RErr(SubrequestError {
-            status,
-            message: message.into(),
-        })
-    })
+fn refused(status: u16, message: String) -> SubrequestStarted {
+    SubrequestStarted::refused(status, message.into())
 }
 
 /// A request that may start subrequests: what they inherit from it.
@@ -210,12 +205,12 @@ fn current_parent(
 }
 
 impl SubrequestParent for CoreParent {
-    fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
+    fn start(&self, target: &SubrequestTarget) -> SubrequestStarted {
         let uri = target.uri.as_str();
-        if let Err(why) = check_target(uri, &target) {
+        if let Err(why) = check_target(uri, target) {
             return refused(400, format!("subrequest to {uri:?} refused: {why}"));
         }
-        let (host, host_read) = match target_host((&self.host, &self.host_read), &target) {
+        let (host, host_read) = match target_host((&self.host, &self.host_read), target) {
             Ok(host) => host,
             Err(e) => {
                 let why = format!("subrequest to {uri:?} refused: {}", e.reason);
@@ -228,25 +223,23 @@ impl SubrequestParent for CoreParent {
         };
         let started = start_clock();
         let limits = &self.shared.config.limits;
-        let ex = match exchange(limits, uri, (&host, host_read), &target, lineage) {
+        let ex = match exchange(limits, uri, (&host, host_read), target, lineage) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
         };
         // Routed now, as the main pipeline's fast path: an inline answer (a cached fragment)
-        // costs no future of its run.
+        // costs no future of its run, and goes back as it is (no future to box and poll).
         match dispatch_now(&self.shared, &self.peer, ex) {
-            Routed::Answered(ex) => {
-                LocalFfiFuture::new(std::future::ready(ended(&self.peer, started, Some(ex))))
-            }
+            Routed::Answered(ex) => SubrequestStarted::Now(ended(&self.peer, started, Some(ex))),
             Routed::Waits(rest) => {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
-                LocalFfiFuture::new(async move {
+                SubrequestStarted::Later(LocalFfiFuture::new(async move {
                     let ex = match finish(&shared, &peer, rest).await {
                         Dispatched::Answered(ex) => Some(*ex),
                         Dispatched::Lost => None,
                     };
                     ended(&peer, started, ex)
-                })
+                }))
             }
         }
     }
@@ -256,8 +249,8 @@ impl SubrequestParent for CoreParent {
 pub extern "C" fn host_subrequest(
     parent_host: RStr<'_>,
     parent_uri: RStr<'_>,
-    target: SubrequestTarget,
-) -> SubrequestFuture {
+    target: &SubrequestTarget,
+) -> SubrequestStarted {
     match current_parent(parent_host, parent_uri) {
         Ok(parent) => parent.start(target),
         Err(e) => refused(e.status, e.message.into()),
