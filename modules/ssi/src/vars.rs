@@ -22,6 +22,9 @@ fn secret() -> &'static str {
     })
 }
 
+/// The built-ins every document sets for itself, whatever it inherited.
+const OWN: [&str; 2] = ["QUERY_STRING", "DOCUMENT_URI"];
+
 /// Variables by name; a later entry of a name wins.
 #[derive(Debug, Default, Clone)]
 pub struct Vars(Vec<(String, String)>);
@@ -41,8 +44,9 @@ impl Vars {
         for (n, v) in Params::parse(req.query.as_str()).iter() {
             vars.set(n, v);
         }
-        vars.set("QUERY_STRING", req.query.as_str());
-        vars.set("DOCUMENT_URI", req.path.as_str());
+        let [query, path] = OWN;
+        vars.set(query, req.query.as_str());
+        vars.set(path, req.path.as_str());
         if vars.get("REQUEST_URI").is_none() {
             vars.set("REQUEST_URI", req.uri.as_str());
         }
@@ -104,10 +108,14 @@ impl Vars {
         out
     }
 
-    /// The variables as the [`INHERITED`] header's value.
+    /// The variables as the [`INHERITED`] header's value. A document's own built-ins replace
+    /// those it would inherit ([`for_request`](Vars::for_request)): they are not sent.
     pub fn encode(&self) -> String {
-        let mut out = secret().to_owned();
-        for (n, v) in &self.0 {
+        let own = |n: &str| OWN.contains(&n);
+        let len: usize = self.0.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+        let mut out = String::with_capacity(secret().len() + len + len / 2);
+        out.push_str(secret());
+        for (n, v) in self.0.iter().filter(|(n, _)| !own(n)) {
             out.push('&');
             url_component_into(n, &mut out);
             out.push('=');
@@ -146,6 +154,32 @@ mod tests {
         let back = Params::parse(&v.encode());
         assert_eq!(back.get("NAME"), Some("a&b=c d"));
         assert_eq!(back.get("a_1"), Some("x"));
+    }
+
+    #[test]
+    fn a_documents_own_built_ins_are_not_inherited() {
+        use osprey_sdk::testing::TestRequest;
+        let page = TestRequest::get("/dir/page.shtml?q=1");
+        let mut sent = String::new();
+        page.with_view(|req| {
+            let mut v = Vars::for_request(req);
+            v.set("x", "1");
+            sent = v.encode();
+        });
+        let back = Params::parse(&sent);
+        assert_eq!(
+            (back.get("QUERY_STRING"), back.get("DOCUMENT_URI")),
+            (None, None)
+        );
+        // The included document: its own built-ins, the page's others and its variables.
+        let included = TestRequest::get("/frag.shtml").header(INHERITED, sent);
+        included.with_view(|req| {
+            let v = Vars::for_request(req);
+            assert_eq!(v.get("QUERY_STRING"), Some(""));
+            assert_eq!(v.get("DOCUMENT_URI"), Some("/frag.shtml"));
+            assert_eq!(v.get("REQUEST_URI"), Some("/dir/page.shtml?q=1"));
+            assert_eq!((v.get("q"), v.get("x")), (Some("1"), Some("1")));
+        });
     }
 
     #[test]
