@@ -18,6 +18,7 @@
 //! }
 //! ```
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::Range;
@@ -341,7 +342,7 @@ enum Took {
 /// of the body are gone.
 pub struct Composite {
     pieces: VecDeque<Piece>,
-    marker: RVec<u8>,
+    marker: Cow<'static, [u8]>,
 }
 
 impl Default for Composite {
@@ -360,13 +361,13 @@ impl Composite {
     pub fn with_capacity(pieces: usize) -> Composite {
         Composite {
             pieces: VecDeque::with_capacity(pieces),
-            marker: DEFAULT_ERROR_MARKER.to_vec().into(),
+            marker: Cow::Borrowed(DEFAULT_ERROR_MARKER),
         }
     }
 
     /// What a failed piece becomes (may be empty).
     pub fn error_marker(mut self, marker: impl Into<Vec<u8>>) -> Composite {
-        self.marker = marker.into().into();
+        self.marker = Cow::Owned(marker.into());
         self
     }
 
@@ -415,6 +416,18 @@ impl Composite {
     /// [`fetch`](Composite::fetch) for a builder held by reference.
     pub fn push_fetch(&mut self, fetch: Fetch) {
         self.pieces.push_back(Piece::Fetch(fetch));
+    }
+
+    /// Start `sub` for `parent` and add its body: [`push_fetch`](Composite::push_fetch) of
+    /// [`Parent::start_ref`], but a `200` answered while it was started (a fragment answered
+    /// inline or from a cache) goes in as its body at once, with no `Fetch` kept for it.
+    pub fn push_started(&mut self, parent: &Parent, sub: &Subrequest) {
+        match parent.started(&sub.target) {
+            SubrequestStarted::Now(RResult::ROk(resp)) if resp.status == 200 => {
+                self.push_body(resp.body)
+            }
+            started => self.push_fetch(Fetch::new(sub.target.uri.to_string(), started)),
+        }
     }
 
     /// A body piece as it is (bytes, a file range or a stream): e.g. a subrequest's answer
@@ -697,6 +710,48 @@ mod tests {
         let mut refused = Fetch::new("/g".into(), SubrequestStarted::refused(500, "no".into()));
         let got = Pin::new(&mut refused).poll(&mut cx);
         assert!(matches!(got, Poll::Ready(Err(e)) if e.status == 500));
+    }
+
+    /// Answers `/later` with a future, others at once: 200 with their URI, `/missing` 404.
+    struct NowParent;
+
+    impl SubrequestParent for NowParent {
+        fn start(&self, target: &SubrequestTarget) -> SubrequestStarted {
+            let mut resp = Response::default();
+            match target.uri.as_str() {
+                "/missing" => resp.status = 404,
+                uri => {
+                    resp.status = 200;
+                    resp.body = Body::Bytes(uri.as_bytes().to_vec().into());
+                }
+            }
+            match target.uri.as_str() {
+                "/later" => SubrequestStarted::Later(LocalFfiFuture::new(async move {
+                    RResult::ROk(resp)
+                })),
+                _ => SubrequestStarted::Now(RResult::ROk(resp)),
+            }
+        }
+    }
+
+    #[test]
+    fn started_answers_there_at_once_go_in_as_their_bodies() {
+        let parent = Parent(Ok(SubrequestParent_TO::from_value(
+            NowParent,
+            abi_stable::sabi_trait::TD_Opaque,
+        )));
+        let mut page = Composite::new().error_marker("!");
+        let mut sub = Subrequest::get("/a");
+        page.push_started(&parent, &sub);
+        for uri in ["/missing", "/later", "/b"] {
+            sub.set_uri(uri);
+            page.push_started(&parent, &sub);
+        }
+        // Only the 404 and the future are kept as fetches, to be polled.
+        let fetches = page.pieces.iter().filter(|p| matches!(p, Piece::Fetch(_)));
+        assert_eq!(fetches.count(), 2);
+        let all = page.ready_now().ok().unwrap();
+        assert_eq!(all.as_slice(), b"/a!/later/b");
     }
 
     #[test]

@@ -80,16 +80,17 @@ pub fn assemble_parts(
     // The subrequest includes start, carrying the variables: encoded once until a `set`
     // changes them, its URI set for each include.
     let mut with_vars: Option<Subrequest> = None;
-    let include = |with_vars: &mut Option<Subrequest>, vars: &Vars, uri: &str| {
-        let sub =
-            with_vars.get_or_insert_with(|| Subrequest::get("").header(INHERITED, vars.encode()));
-        sub.set_uri(uri);
-        parent.start_ref(sub)
-    };
+    let include =
+        |page: &mut Composite, with_vars: &mut Option<Subrequest>, vars: &Vars, uri: &str| {
+            let sub = with_vars
+                .get_or_insert_with(|| Subrequest::get("").header(INHERITED, vars.encode()));
+            sub.set_uri(uri);
+            page.push_started(parent, sub);
+        };
     for part in parts {
         match part {
             Part::Text(range) => page.push_shared(doc, range.clone()),
-            Part::Include { uri } => page.push_fetch(include(&mut with_vars, &vars, uri)),
+            Part::Include { uri } => include(&mut page, &mut with_vars, &vars, uri),
             Part::Broken { at, why } => {
                 host::warn(&format!("ssi: {} at byte {at}: {why}", path));
                 page.push_bytes(marker.as_bytes());
@@ -105,7 +106,7 @@ pub fn assemble_parts(
                     "include" => match include_uri(attrs) {
                         Some(uri) => {
                             let uri = resolve(path, Cow::Owned(vars.substitute(uri)));
-                            page.push_fetch(include(&mut with_vars, &vars, &uri));
+                            include(&mut page, &mut with_vars, &vars, &uri);
                             Ok(())
                         }
                         None => Err("include needs virtual=\"/uri\"".to_owned()),
