@@ -1,6 +1,7 @@
 //! SSI variables: those inherited from the including page, the query parameters, the
 //! built-ins, and `set`; `$NAME` / `${NAME}` substitution with `\$` for a literal `$`.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use osprey_sdk::escape::url_component_into;
@@ -25,9 +26,9 @@ fn secret() -> &'static str {
 /// The built-ins every document sets for itself, whatever it inherited.
 const OWN: [&str; 2] = ["QUERY_STRING", "DOCUMENT_URI"];
 
-/// Variables by name; a later entry of a name wins.
+/// Variables by name (the built-ins' not copied); a later entry of a name wins.
 #[derive(Debug, Default, Clone)]
-pub struct Vars(Vec<(String, String)>);
+pub struct Vars(Vec<(Cow<'static, str>, String)>);
 
 impl Vars {
     /// The variables a document sees: inherited ones, then its query parameters, then the
@@ -45,17 +46,21 @@ impl Vars {
             vars.set(n, v);
         }
         let [query, path] = OWN;
-        vars.set(query, req.query.as_str());
-        vars.set(path, req.path.as_str());
+        vars.set_named(Cow::Borrowed(query), req.query.as_str());
+        vars.set_named(Cow::Borrowed(path), req.path.as_str());
         if vars.get("REQUEST_URI").is_none() {
-            vars.set("REQUEST_URI", req.uri.as_str());
+            vars.set_named(Cow::Borrowed("REQUEST_URI"), req.uri.as_str());
         }
         vars
     }
 
     pub fn set(&mut self, name: &str, value: &str) {
-        self.0.retain(|(n, _)| n != name);
-        self.0.push((name.to_owned(), value.to_owned()));
+        self.set_named(Cow::Owned(name.to_owned()), value);
+    }
+
+    fn set_named(&mut self, name: Cow<'static, str>, value: &str) {
+        self.0.retain(|(n, _)| *n != name);
+        self.0.push((name, value.to_owned()));
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
