@@ -698,8 +698,10 @@ mod tests {
 
     #[test]
     fn an_answer_there_at_start_is_ready_once() {
-        let mut resp = Response::default();
-        resp.status = 204;
+        let resp = Response {
+            status: 204,
+            ..Response::default()
+        };
         let mut fetch = Fetch::new("/f".into(), SubrequestStarted::Now(RResult::ROk(resp)));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let got = Pin::new(&mut fetch).poll(&mut cx);
@@ -726,9 +728,9 @@ mod tests {
                 }
             }
             match target.uri.as_str() {
-                "/later" => SubrequestStarted::Later(LocalFfiFuture::new(async move {
-                    RResult::ROk(resp)
-                })),
+                "/later" => {
+                    SubrequestStarted::Later(LocalFfiFuture::new(async move { RResult::ROk(resp) }))
+                }
                 _ => SubrequestStarted::Now(RResult::ROk(resp)),
             }
         }
