@@ -248,6 +248,19 @@ fn loops_depth_and_fan_out_are_limited_with_markers() {
     let r = srv.get("/loop.shtml");
     assert_eq!(r.text(), "L<!--[ssi error]-->L");
     assert!(srv.log_text().contains("includes itself"));
+    // A loop through a fragment that includes its including page (whose own lineage is made
+    // only when it starts an include).
+    std::fs::write(
+        www.join("ping.shtml"),
+        "P<!--#include virtual=\"/pong.shtml\" -->P",
+    )
+    .unwrap();
+    std::fs::write(
+        www.join("pong.shtml"),
+        "Q<!--#include virtual=\"/ping.shtml\" -->Q",
+    )
+    .unwrap();
+    assert_eq!(srv.get("/ping.shtml").text(), "PQ<!--[ssi error]-->QP");
 
     // d0 includes d1 ... includes d10: the ninth level is refused.
     for i in 0..=10 {

@@ -10,7 +10,7 @@ use abi_stable::{
 use async_ffi::LocalFfiFuture;
 
 use crate::request::Request;
-use crate::subrequest::{ParentBox, SubrequestError, SubrequestFuture, SubrequestTarget};
+use crate::subrequest::{ParentBox, SubrequestError, SubrequestStarted, SubrequestTarget};
 use crate::tcp::ConnectFuture;
 use crate::upstream::{BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest};
 
@@ -54,8 +54,8 @@ pub struct Host {
     pub subrequest: extern "C" fn(
         parent_host: RStr<'_>,
         parent_uri: RStr<'_>,
-        target: SubrequestTarget,
-    ) -> SubrequestFuture,
+        target: &SubrequestTarget,
+    ) -> SubrequestStarted,
     /// A handle that starts subrequests for the request (`parent_host`, `parent_uri`) being
     /// handled on this thread, usable after the call returns (see [`Parent`](crate::subrequest::Parent)).
     pub subrequest_parent: extern "C" fn(
@@ -178,15 +178,13 @@ pub fn upstream_request(backend: BackendId, request: UpstreamRequest) -> Upstrea
 
 /// Start a subrequest for `parent` (see [`Subrequest`](crate::subrequest::Subrequest), which
 /// builds `target`).
-pub fn subrequest(parent: &Request<'_>, target: SubrequestTarget) -> SubrequestFuture {
+pub fn subrequest(parent: &Request<'_>, target: &SubrequestTarget) -> SubrequestStarted {
     match HOST.get() {
         Some((host, _)) => (host.subrequest())(parent.host, parent.uri, target),
-        None => LocalFfiFuture::new(async {
-            abi_stable::std_types::RResult::RErr(SubrequestError {
-                status: 500,
-                message: "subrequests are not available (module not initialised)".into(),
-            })
-        }),
+        None => SubrequestStarted::refused(
+            500,
+            "subrequests are not available (module not initialised)".into(),
+        ),
     }
 }
 

@@ -18,6 +18,7 @@
 //! }
 //! ```
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::Range;
@@ -68,12 +69,31 @@ impl std::fmt::Display for SubrequestError {
 /// of bytes, a file range or a stream).
 pub type SubrequestFuture = LocalFfiFuture<RResult<Response, SubrequestError>>;
 
+/// A started subrequest as the host hands it back: answered while it was started (an inline
+/// handler, a cache hit, a refusal: no future to box and poll), or a future of the answer.
+#[repr(C, u8)]
+#[derive(StableAbi)]
+pub enum SubrequestStarted {
+    /// The answer (or the refusal), there when the call returned.
+    Now(RResult<Response, SubrequestError>),
+    /// The answer to come.
+    Later(SubrequestFuture),
+}
+
+impl SubrequestStarted {
+    /// A refusal, answered at once.
+    pub fn refused(status: u16, message: RString) -> SubrequestStarted {
+        SubrequestStarted::Now(RResult::RErr(SubrequestError { status, message }))
+    }
+}
+
 /// The host's handle on a request that may start subrequests later (see [`Parent`]).
 #[sabi_trait]
 pub trait SubrequestParent: Send + Sync {
-    /// Start a subrequest for the request this handle was taken for.
+    /// Start a subrequest for the request this handle was taken for. The host copies what it
+    /// needs of `target` (so a caller may reuse one target for several subrequests).
     #[sabi(last_prefix_field)]
-    fn start(&self, target: SubrequestTarget) -> SubrequestFuture;
+    fn start(&self, target: &SubrequestTarget) -> SubrequestStarted;
 }
 
 /// A boxed [`SubrequestParent`] as the host hands it over.
@@ -93,15 +113,21 @@ impl Parent {
 
     /// Start `sub` for the request this handle was taken for.
     pub fn start(&self, sub: Subrequest) -> Fetch {
-        let uri = sub.target.uri.to_string();
-        let future = match &self.0 {
-            Ok(parent) => parent.start(sub.target),
-            Err(e) => {
-                let e = e.clone();
-                LocalFfiFuture::new(async move { RResult::RErr(e) })
-            }
-        };
-        Fetch::new(uri, future)
+        let started = self.started(&sub.target);
+        Fetch::new(sub.target.uri.into_string(), started)
+    }
+
+    /// [`start`](Parent::start) for a subrequest kept to start others like it (e.g. with the
+    /// same headers, its URI changed by [`Subrequest::set_uri`]): nothing of it is consumed.
+    pub fn start_ref(&self, sub: &Subrequest) -> Fetch {
+        Fetch::new(sub.target.uri.to_string(), self.started(&sub.target))
+    }
+
+    fn started(&self, target: &SubrequestTarget) -> SubrequestStarted {
+        match &self.0 {
+            Ok(parent) => parent.start(target),
+            Err(e) => SubrequestStarted::Now(RResult::RErr(e.clone())),
+        }
     }
 }
 
@@ -124,6 +150,12 @@ impl Subrequest {
         }
     }
 
+    /// Change the URI it fetches (path and query), keeping the rest.
+    pub fn set_uri(&mut self, uri: &str) {
+        self.target.uri.clear();
+        self.target.uri.push_str(uri);
+    }
+
     /// Route it to another virtual host.
     pub fn host(mut self, host: impl Into<String>) -> Subrequest {
         self.target.host = host.into().into();
@@ -142,8 +174,8 @@ impl Subrequest {
     /// [`Outcome::later`](crate::Outcome::later) future or a [`Composite`] body). Depth,
     /// count and loop limits are checked here; a failure comes back as the answer.
     pub fn start(self, parent: &Request<'_>) -> Fetch {
-        let uri = self.target.uri.to_string();
-        Fetch::new(uri, crate::host::subrequest(parent, self.target))
+        let started = crate::host::subrequest(parent, &self.target);
+        Fetch::new(self.target.uri.into_string(), started)
     }
 }
 
@@ -154,7 +186,8 @@ impl Subrequest {
 pub struct Fetch {
     /// The target, for log lines.
     uri: String,
-    future: Option<SubrequestFuture>,
+    /// `None` once the answer was taken.
+    answer: Option<SubrequestStarted>,
     thread: u64,
 }
 
@@ -162,11 +195,14 @@ pub struct Fetch {
 // every use); on another thread it is neither touched nor dropped.
 unsafe impl Send for Fetch {}
 
+// A ready answer is moved out, never pinned (its body's trait objects are not `Unpin`).
+impl Unpin for Fetch {}
+
 impl Fetch {
-    fn new(uri: String, future: SubrequestFuture) -> Fetch {
+    fn new(uri: String, answer: SubrequestStarted) -> Fetch {
         Fetch {
             uri,
-            future: Some(future),
+            answer: Some(answer),
             thread: thread_number(),
         }
     }
@@ -209,26 +245,30 @@ impl Future for Fetch {
                 message: "a subrequest was awaited off its network thread".into(),
             }));
         }
-        let Some(future) = this.future.as_mut() else {
-            return Poll::Ready(Err(SubrequestError {
+        match this.answer.take() {
+            None => Poll::Ready(Err(SubrequestError {
                 status: 500,
                 message: "a subrequest was awaited after it ended".into(),
-            }));
-        };
-        match Pin::new(future).poll(cx) {
-            Poll::Ready(answer) => {
-                this.future = None;
-                Poll::Ready(answer.into_result())
-            }
-            Poll::Pending => Poll::Pending,
+            })),
+            Some(SubrequestStarted::Now(answer)) => Poll::Ready(answer.into_result()),
+            Some(SubrequestStarted::Later(mut future)) => match Pin::new(&mut future).poll(cx) {
+                Poll::Ready(answer) => Poll::Ready(answer.into_result()),
+                Poll::Pending => {
+                    this.answer = Some(SubrequestStarted::Later(future));
+                    Poll::Pending
+                }
+            },
         }
     }
 }
 
 impl Drop for Fetch {
     fn drop(&mut self) {
+        // A future is the network thread's; an answer already there may go anywhere.
         if !self.on_its_thread() {
-            std::mem::forget(self.future.take());
+            if let Some(SubrequestStarted::Later(future)) = self.answer.take() {
+                std::mem::forget(future);
+            }
         }
     }
 }
@@ -299,7 +339,7 @@ enum Took {
 /// of the body are gone.
 pub struct Composite {
     pieces: VecDeque<Piece>,
-    marker: RVec<u8>,
+    marker: Cow<'static, [u8]>,
 }
 
 impl Default for Composite {
@@ -318,13 +358,13 @@ impl Composite {
     pub fn with_capacity(pieces: usize) -> Composite {
         Composite {
             pieces: VecDeque::with_capacity(pieces),
-            marker: DEFAULT_ERROR_MARKER.to_vec().into(),
+            marker: Cow::Borrowed(DEFAULT_ERROR_MARKER),
         }
     }
 
     /// What a failed piece becomes (may be empty).
     pub fn error_marker(mut self, marker: impl Into<Vec<u8>>) -> Composite {
-        self.marker = marker.into().into();
+        self.marker = Cow::Owned(marker.into());
         self
     }
 
@@ -373,6 +413,18 @@ impl Composite {
     /// [`fetch`](Composite::fetch) for a builder held by reference.
     pub fn push_fetch(&mut self, fetch: Fetch) {
         self.pieces.push_back(Piece::Fetch(fetch));
+    }
+
+    /// Start `sub` for `parent` and add its body: [`push_fetch`](Composite::push_fetch) of
+    /// [`Parent::start_ref`], but a `200` answered while it was started (a fragment answered
+    /// inline or from a cache) goes in as its body at once, with no `Fetch` kept for it.
+    pub fn push_started(&mut self, parent: &Parent, sub: &Subrequest) {
+        match parent.started(&sub.target) {
+            SubrequestStarted::Now(RResult::ROk(resp)) if resp.status == 200 => {
+                self.push_body(resp.body)
+            }
+            started => self.push_fetch(Fetch::new(sub.target.uri.to_string(), started)),
+        }
     }
 
     /// A body piece as it is (bytes, a file range or a stream): e.g. a subrequest's answer
@@ -616,7 +668,10 @@ mod tests {
     fn a_fetch_is_polled_only_on_its_thread() {
         let ready = || {
             let answer = async { RResult::ROk(Response::default()) };
-            Fetch::new("/f".into(), LocalFfiFuture::new(answer))
+            Fetch::new(
+                "/f".into(),
+                SubrequestStarted::Later(LocalFfiFuture::new(answer)),
+            )
         };
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut here = ready();
@@ -636,6 +691,66 @@ mod tests {
         assert!(refused, "polled on another thread");
         assert_ne!(number, thread_number());
         assert_eq!(thread_number(), thread_number());
+    }
+
+    #[test]
+    fn an_answer_there_at_start_is_ready_once() {
+        let resp = Response {
+            status: 204,
+            ..Response::default()
+        };
+        let mut fetch = Fetch::new("/f".into(), SubrequestStarted::Now(RResult::ROk(resp)));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let got = Pin::new(&mut fetch).poll(&mut cx);
+        assert!(matches!(got, Poll::Ready(Ok(r)) if r.status == 204));
+        let again = Pin::new(&mut fetch).poll(&mut cx);
+        assert!(matches!(again, Poll::Ready(Err(e)) if e.message.contains("after it ended")));
+        // A refusal is an answer there at once, too.
+        let mut refused = Fetch::new("/g".into(), SubrequestStarted::refused(500, "no".into()));
+        let got = Pin::new(&mut refused).poll(&mut cx);
+        assert!(matches!(got, Poll::Ready(Err(e)) if e.status == 500));
+    }
+
+    /// Answers `/later` with a future, others at once: 200 with their URI, `/missing` 404.
+    struct NowParent;
+
+    impl SubrequestParent for NowParent {
+        fn start(&self, target: &SubrequestTarget) -> SubrequestStarted {
+            let mut resp = Response::default();
+            match target.uri.as_str() {
+                "/missing" => resp.status = 404,
+                uri => {
+                    resp.status = 200;
+                    resp.body = Body::Bytes(uri.as_bytes().to_vec().into());
+                }
+            }
+            match target.uri.as_str() {
+                "/later" => {
+                    SubrequestStarted::Later(LocalFfiFuture::new(async move { RResult::ROk(resp) }))
+                }
+                _ => SubrequestStarted::Now(RResult::ROk(resp)),
+            }
+        }
+    }
+
+    #[test]
+    fn started_answers_there_at_once_go_in_as_their_bodies() {
+        let parent = Parent(Ok(SubrequestParent_TO::from_value(
+            NowParent,
+            abi_stable::sabi_trait::TD_Opaque,
+        )));
+        let mut page = Composite::new().error_marker("!");
+        let mut sub = Subrequest::get("/a");
+        page.push_started(&parent, &sub);
+        for uri in ["/missing", "/later", "/b"] {
+            sub.set_uri(uri);
+            page.push_started(&parent, &sub);
+        }
+        // Only the 404 and the future are kept as fetches, to be polled.
+        let fetches = page.pieces.iter().filter(|p| matches!(p, Piece::Fetch(_)));
+        assert_eq!(fetches.count(), 2);
+        let all = page.ready_now().ok().unwrap();
+        assert_eq!(all.as_slice(), b"/a!/later/b");
     }
 
     #[test]

@@ -45,7 +45,7 @@ impl Layouts {
                 path,
                 Layout {
                     doc: doc.clone(),
-                    parts: parts(doc),
+                    parts: parts(doc, path),
                     file: None,
                 },
             )
@@ -72,7 +72,7 @@ impl Layouts {
         }
         let mut doc = vec![0; range.len as usize];
         range.file.read_exact_at(&mut doc, range.offset)?;
-        let parts = parts(&doc);
+        let parts = parts(&doc, path);
         Ok(self.keep(
             path,
             Layout {

@@ -143,6 +143,7 @@ impl Filter for Ssi {
     /// be wrong once the includes are in.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
         if self.on_for_request(req) {
+            set.reserve(4);
             for name in ["If-None-Match", "If-Modified-Since", "Range", "If-Range"] {
                 set.push(HeaderPair::new(name, ""));
             }

@@ -6,6 +6,7 @@ use osprey_sdk::escape::{html_into, url_component_into};
 use osprey_sdk::host;
 use osprey_sdk::subrequest::Parent;
 use osprey_sdk::{Composite, Subrequest};
+use std::borrow::Cow;
 
 use std::ops::Range;
 
@@ -17,6 +18,10 @@ use crate::vars::{Vars, INHERITED};
 #[derive(Debug)]
 pub enum Part {
     Text(Range<usize>),
+    /// An include whose URI names no variable: resolved once, when the document is parsed.
+    Include {
+        uri: String,
+    },
     Directive {
         command: String,
         attrs: Vec<(String, String)>,
@@ -28,8 +33,8 @@ pub enum Part {
     },
 }
 
-/// `doc` split into its parts.
-pub fn parts(doc: &[u8]) -> Vec<Part> {
+/// `doc`, served at `path`, split into its parts.
+pub fn parts(doc: &[u8], path: &str) -> Vec<Part> {
     let start = doc.as_ptr() as usize;
     parse(doc)
         .into_iter()
@@ -37,6 +42,12 @@ pub fn parts(doc: &[u8]) -> Vec<Part> {
             Node::Text(text) => {
                 let from = text.as_ptr() as usize - start;
                 Part::Text(from..from + text.len())
+            }
+            Node::Directive { command, attrs, .. } if constant_include(command, &attrs) => {
+                let uri = include_uri(&attrs).unwrap_or_default();
+                Part::Include {
+                    uri: resolve(path, Cow::Borrowed(uri)),
+                }
             }
             Node::Directive { command, attrs, at } => Part::Directive {
                 command: command.to_owned(),
@@ -50,7 +61,7 @@ pub fn parts(doc: &[u8]) -> Vec<Part> {
 
 /// The page for `doc`, served at `path` with `vars`; includes are started for `parent`.
 pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: Vec<u8>, marker: &str) -> Composite {
-    let parts = parts(&doc);
+    let parts = parts(&doc, path);
     let doc = RArc::new(RVec::from(doc));
     assemble_parts(parent, path, vars, &doc, &parts, marker)
 }
@@ -66,11 +77,20 @@ pub fn assemble_parts(
     marker: &str,
 ) -> Composite {
     let mut page = Composite::with_capacity(parts.len()).error_marker(marker.as_bytes().to_vec());
-    // The variables as includes carry them, encoded once until a `set` changes them.
-    let mut encoded: Option<String> = None;
+    // The subrequest includes start, carrying the variables: encoded once until a `set`
+    // changes them, its URI set for each include.
+    let mut with_vars: Option<Subrequest> = None;
+    let include =
+        |page: &mut Composite, with_vars: &mut Option<Subrequest>, vars: &Vars, uri: &str| {
+            let sub = with_vars
+                .get_or_insert_with(|| Subrequest::get("").header(INHERITED, vars.encode()));
+            sub.set_uri(uri);
+            page.push_started(parent, sub);
+        };
     for part in parts {
         match part {
             Part::Text(range) => page.push_shared(doc, range.clone()),
+            Part::Include { uri } => include(&mut page, &mut with_vars, &vars, uri),
             Part::Broken { at, why } => {
                 host::warn(&format!("ssi: {} at byte {at}: {why}", path));
                 page.push_bytes(marker.as_bytes());
@@ -83,12 +103,10 @@ pub fn assemble_parts(
                         .map(|(_, v)| vars.substitute(v))
                 };
                 let done = match command.as_str() {
-                    "include" => match attr("virtual").or_else(|| attr("file")) {
+                    "include" => match include_uri(attrs) {
                         Some(uri) => {
-                            let uri = resolve(path, uri);
-                            let vars = encoded.get_or_insert_with(|| vars.encode());
-                            let sub = Subrequest::get(uri).header(INHERITED, vars.clone());
-                            page.push_fetch(parent.start(sub));
+                            let uri = resolve(path, Cow::Owned(vars.substitute(uri)));
+                            include(&mut page, &mut with_vars, &vars, &uri);
                             Ok(())
                         }
                         None => Err("include needs virtual=\"/uri\"".to_owned()),
@@ -96,7 +114,7 @@ pub fn assemble_parts(
                     "set" => match (attr("var"), attr("value")) {
                         (Some(name), Some(value)) => {
                             vars.set(&name, &value);
-                            encoded = None;
+                            with_vars = None;
                             Ok(())
                         }
                         _ => Err("set needs var and value".to_owned()),
@@ -122,11 +140,27 @@ pub fn assemble_parts(
     page
 }
 
+/// An include's URI as written (`virtual`, else `file`), variables not substituted.
+fn include_uri<V: AsRef<str>>(attrs: &[(impl AsRef<str>, V)]) -> Option<&str> {
+    let named = |name: &str| {
+        attrs
+            .iter()
+            .find(|(n, _)| n.as_ref() == name)
+            .map(|(_, v)| v.as_ref())
+    };
+    named("virtual").or_else(|| named("file"))
+}
+
+/// An include whose URI is the same for every request: no variable (nor `\$`) in it.
+fn constant_include<V: AsRef<str>>(command: &str, attrs: &[(impl AsRef<str>, V)]) -> bool {
+    command == "include" && include_uri(attrs).is_some_and(|uri| !uri.contains('$'))
+}
+
 /// An include's URI: absolute (kept as it is), or relative to the including document's
 /// directory.
-fn resolve(doc_path: &str, uri: String) -> String {
+fn resolve(doc_path: &str, uri: Cow<'_, str>) -> String {
     if uri.starts_with('/') {
-        return uri;
+        return uri.into_owned();
     }
     let dir = &doc_path[..doc_path.rfind('/').map_or(0, |i| i + 1)];
     format!("{dir}{uri}")
@@ -214,14 +248,41 @@ mod tests {
     fn includes_carry_the_variables_set_before_them() {
         page(
             "/p.shtml",
-            "<!--#set var=\"v\" value=\"1\"--><!--#include virtual=\"/f\"-->",
+            "<!--#include virtual=\"/a\"--><!--#set var=\"v\" value=\"1\"-->\
+             <!--#include virtual=\"/f\"--><!--#include virtual=\"/g\"-->",
         );
         let sent = testing::subrequests();
-        let inherited = sent[0]
-            .headers
+        let inherited: Vec<(&str, &str)> = sent
             .iter()
-            .find(|h| h.name.as_str() == INHERITED)
-            .unwrap();
-        assert!(inherited.value.contains("v=1"), "{}", inherited.value);
+            .map(|t| {
+                let h = t.headers.iter().find(|h| h.name.as_str() == INHERITED);
+                (t.uri.as_str(), h.unwrap().value.as_str())
+            })
+            .collect();
+        assert_eq!(inherited.len(), 3);
+        assert_eq!(inherited[0].0, "/a");
+        assert!(!inherited[0].1.contains("v=1"), "{}", inherited[0].1);
+        for (uri, value) in &inherited[1..] {
+            assert!(value.contains("v=1"), "{uri}: {value}");
+        }
+        assert_eq!((inherited[1].0, inherited[2].0), ("/f", "/g"));
+    }
+
+    #[test]
+    fn constant_include_uris_are_resolved_when_parsed() {
+        let doc = "<!--#include virtual=\"rel?q=1\"--><!--#include file=\"/abs\"-->\
+                   <!--#include virtual=\"/v/$x\"--><!--#include-->";
+        let parts = parts(doc.as_bytes(), "/dir/p.shtml");
+        let uris: Vec<Option<&str>> = parts
+            .iter()
+            .map(|p| match p {
+                Part::Include { uri } => Some(uri.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(uris, [Some("/dir/rel?q=1"), Some("/abs"), None, None]);
+        // A URI with a variable is substituted for each request.
+        let out = page("/dir/p.shtml?x=1", doc);
+        assert_eq!(out, "[/dir/rel?q=1][/abs][/v/1]<!--E-->");
     }
 }

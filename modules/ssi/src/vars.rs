@@ -1,6 +1,7 @@
 //! SSI variables: those inherited from the including page, the query parameters, the
 //! built-ins, and `set`; `$NAME` / `${NAME}` substitution with `\$` for a literal `$`.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use osprey_sdk::escape::url_component_into;
@@ -22,9 +23,12 @@ fn secret() -> &'static str {
     })
 }
 
-/// Variables by name; a later entry of a name wins.
+/// The built-ins every document sets for itself, whatever it inherited.
+const OWN: [&str; 2] = ["QUERY_STRING", "DOCUMENT_URI"];
+
+/// Variables by name (the built-ins' not copied); a later entry of a name wins.
 #[derive(Debug, Default, Clone)]
-pub struct Vars(Vec<(String, String)>);
+pub struct Vars(Vec<(Cow<'static, str>, String)>);
 
 impl Vars {
     /// The variables a document sees: inherited ones, then its query parameters, then the
@@ -41,17 +45,22 @@ impl Vars {
         for (n, v) in Params::parse(req.query.as_str()).iter() {
             vars.set(n, v);
         }
-        vars.set("QUERY_STRING", req.query.as_str());
-        vars.set("DOCUMENT_URI", req.path.as_str());
+        let [query, path] = OWN;
+        vars.set_named(Cow::Borrowed(query), req.query.as_str());
+        vars.set_named(Cow::Borrowed(path), req.path.as_str());
         if vars.get("REQUEST_URI").is_none() {
-            vars.set("REQUEST_URI", req.uri.as_str());
+            vars.set_named(Cow::Borrowed("REQUEST_URI"), req.uri.as_str());
         }
         vars
     }
 
     pub fn set(&mut self, name: &str, value: &str) {
-        self.0.retain(|(n, _)| n != name);
-        self.0.push((name.to_owned(), value.to_owned()));
+        self.set_named(Cow::Owned(name.to_owned()), value);
+    }
+
+    fn set_named(&mut self, name: Cow<'static, str>, value: &str) {
+        self.0.retain(|(n, _)| *n != name);
+        self.0.push((name, value.to_owned()));
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -104,10 +113,14 @@ impl Vars {
         out
     }
 
-    /// The variables as the [`INHERITED`] header's value.
+    /// The variables as the [`INHERITED`] header's value. A document's own built-ins replace
+    /// those it would inherit ([`for_request`](Vars::for_request)): they are not sent.
     pub fn encode(&self) -> String {
-        let mut out = secret().to_owned();
-        for (n, v) in &self.0 {
+        let own = |n: &str| OWN.contains(&n);
+        let len: usize = self.0.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+        let mut out = String::with_capacity(secret().len() + len + len / 2);
+        out.push_str(secret());
+        for (n, v) in self.0.iter().filter(|(n, _)| !own(n)) {
             out.push('&');
             url_component_into(n, &mut out);
             out.push('=');
@@ -146,6 +159,32 @@ mod tests {
         let back = Params::parse(&v.encode());
         assert_eq!(back.get("NAME"), Some("a&b=c d"));
         assert_eq!(back.get("a_1"), Some("x"));
+    }
+
+    #[test]
+    fn a_documents_own_built_ins_are_not_inherited() {
+        use osprey_sdk::testing::TestRequest;
+        let page = TestRequest::get("/dir/page.shtml?q=1");
+        let mut sent = String::new();
+        page.with_view(|req| {
+            let mut v = Vars::for_request(req);
+            v.set("x", "1");
+            sent = v.encode();
+        });
+        let back = Params::parse(&sent);
+        assert_eq!(
+            (back.get("QUERY_STRING"), back.get("DOCUMENT_URI")),
+            (None, None)
+        );
+        // The included document: its own built-ins, the page's others and its variables.
+        let included = TestRequest::get("/frag.shtml").header(INHERITED, sent);
+        included.with_view(|req| {
+            let v = Vars::for_request(req);
+            assert_eq!(v.get("QUERY_STRING"), Some(""));
+            assert_eq!(v.get("DOCUMENT_URI"), Some("/frag.shtml"));
+            assert_eq!(v.get("REQUEST_URI"), Some("/dir/page.shtml?q=1"));
+            assert_eq!((v.get("q"), v.get("x")), (Some("1"), Some("1")));
+        });
     }
 
     #[test]

@@ -13,7 +13,7 @@ use async_ffi::LocalFfiFuture;
 use crate::host::{Host, Level, Stats};
 use crate::response::Response;
 use crate::subrequest::{
-    ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
+    ParentBox, SubrequestError, SubrequestParent, SubrequestParent_TO, SubrequestStarted,
     SubrequestTarget,
 };
 use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest};
@@ -156,8 +156,9 @@ pub fn subrequests() -> Vec<SubrequestTarget> {
 extern "C" fn subrequest(
     parent_host: RStr<'_>,
     _parent_uri: RStr<'_>,
-    mut target: SubrequestTarget,
-) -> SubrequestFuture {
+    target: &SubrequestTarget,
+) -> SubrequestStarted {
+    let mut target = target.clone();
     if target.host.is_empty() {
         target.host = parent_host.into();
     }
@@ -181,7 +182,7 @@ extern "C" fn subrequest(
             s.sub_script = script;
         }
     });
-    LocalFfiFuture::new(async move { RResult::from(answer) })
+    SubrequestStarted::Later(LocalFfiFuture::new(async move { RResult::from(answer) }))
 }
 
 /// The test kit's parent handle: the scripted answers, for the request it was taken for.
@@ -191,7 +192,7 @@ struct TestParent {
 }
 
 impl SubrequestParent for TestParent {
-    fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
+    fn start(&self, target: &SubrequestTarget) -> SubrequestStarted {
         subrequest(self.host.as_str().into(), self.uri.as_str().into(), target)
     }
 }

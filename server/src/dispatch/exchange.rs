@@ -42,7 +42,7 @@ pub struct Exchange {
     pub id: RequestId,
     /// Where the request stands among subrequests (`None` for a client request that started
     /// none yet).
-    pub lineage: Option<std::sync::Arc<super::subrequest::Lineage>>,
+    pub lineage: Option<super::subrequest::Kin>,
 }
 
 impl Exchange {

@@ -6,7 +6,7 @@
 //! (as nginx's do) and its head is written, never parsed.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
 use osprey_sdk::abi_stable::std_types::{RResult, RStr, RVec};
 use osprey_sdk::fields::{is_field_value, is_token};
 use osprey_sdk::subrequest::{
-    ParentBox, SubrequestError, SubrequestFuture, SubrequestParent, SubrequestParent_TO,
+    ParentBox, SubrequestError, SubrequestParent, SubrequestParent_TO, SubrequestStarted,
     SubrequestTarget,
 };
 use osprey_sdk::{HeaderPair, Response};
@@ -32,8 +32,20 @@ use crate::http::HttpError;
 use crate::request_id::RequestId;
 use crate::server::Shared;
 
-/// Where a request stands among subrequests: how deep, its (host, URI) and its parent's
-/// lineage (for loop detection), the count left to the whole client request, and its id.
+/// Where a request stands among subrequests, as its exchange carries it (`None`: a client
+/// request that started none yet).
+#[derive(Debug)]
+pub enum Kin {
+    /// A client request's own lineage, made with its first subrequest.
+    Root(Arc<Lineage>),
+    /// A subrequest's: its parent's lineage. Its own is made only when it starts subrequests
+    /// itself (most fragments start none: nothing is allocated for them).
+    Child(Arc<Lineage>),
+}
+
+/// Where a request that starts subrequests stands: how deep, its (host, URI) and its
+/// parent's lineage (for loop detection), the count left to the whole client request, and
+/// its id.
 #[derive(Debug)]
 pub struct Lineage {
     depth: u32,
@@ -56,8 +68,9 @@ impl Lineage {
         }
     }
 
-    /// The lineage of a subrequest of this request to (`host`, `uri`), or why there is none.
-    fn child(self: &Arc<Self>, host: &str, uri: &str, limits: &Limits) -> Result<Lineage, String> {
+    /// Whether this request may start a subrequest to (`host` as the subrequest's view has
+    /// it, `uri`): why not if not. One is taken from the count left when it may.
+    fn admit(self: &Arc<Self>, host: &str, uri: &str, limits: &Limits) -> Result<(), String> {
         let max_depth = limits.max_subrequest_depth;
         if self.depth >= max_depth {
             return Err(format!(
@@ -65,10 +78,9 @@ impl Lineage {
                  (limits.max_subrequest_depth)"
             ));
         }
-        let place = place(host, uri);
         let mut at = Some(self);
         while let Some(l) = at {
-            if l.at == place {
+            if l.is_at(host, uri) {
                 return Err(format!(
                     "subrequest to {uri} refused: it includes itself (a subrequest loop)"
                 ));
@@ -85,13 +97,28 @@ impl Lineage {
                 limits.max_subrequests
             ));
         }
-        Ok(Lineage {
+        Ok(())
+    }
+
+    /// The lineage of an admitted subrequest of this request, (`host`, `uri`) as its view
+    /// has them, made when it starts subrequests of its own.
+    fn child(self: &Arc<Self>, host: &str, uri: &str) -> Lineage {
+        Lineage {
             depth: self.depth + 1,
-            at: place,
+            at: place(host, uri),
             up: Some(self.clone()),
             left: self.left.clone(),
             id: self.id,
-        })
+        }
+    }
+
+    /// Whether this is the lineage of (`host`, `uri`): [`place`] compared, not built.
+    fn is_at(&self, host: &str, uri: &str) -> bool {
+        let at = self.at.as_bytes();
+        at.len() == host.len() + 1 + uri.len()
+            && at.starts_with(host.as_bytes())
+            && at[host.len()] == b' '
+            && at.ends_with(uri.as_bytes())
     }
 }
 
@@ -110,8 +137,8 @@ fn place(host: &str, uri: &str) -> Box<str> {
 struct Current {
     shared: *const Arc<Shared>,
     peer: *const Arc<Peer>,
-    /// The request's lineage, made on its first subrequest.
-    lineage: *mut Option<Arc<Lineage>>,
+    /// Where the request stands among subrequests.
+    lineage: *mut Option<Kin>,
     /// The request's id as its view shows it, which its subrequests share.
     id: *const str,
 }
@@ -131,7 +158,7 @@ impl Scope {
     pub(super) fn enter(
         shared: &Arc<Shared>,
         peer: &Arc<Peer>,
-        lineage: &mut Option<Arc<Lineage>>,
+        lineage: &mut Option<Kin>,
         id: &str,
     ) -> Scope {
         let now = Current {
@@ -152,13 +179,8 @@ impl Drop for Scope {
     }
 }
 
-fn refused(status: u16, message: String) -> SubrequestFuture {
-    LocalFfiFuture::new(async move {
-        RResult::RErr(SubrequestError {
-            status,
-            message: message.into(),
-        })
-    })
+fn refused(status: u16, message: String) -> SubrequestStarted {
+    SubrequestStarted::refused(status, message.into())
 }
 
 /// A request that may start subrequests: what they inherit from it.
@@ -195,58 +217,64 @@ fn current_parent(
         )
     };
     let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
-    let count = shared.config.limits.max_subrequests;
-    let lineage = lineage.get_or_insert_with(|| {
-        let id = RequestId::copied(id, shared.config.request_id.forward);
-        Arc::new(Lineage::root(host, uri, count, id))
-    });
+    let lineage = match lineage {
+        None => {
+            let id = RequestId::copied(id, shared.config.request_id.forward);
+            let count = shared.config.limits.max_subrequests;
+            let root = Arc::new(Lineage::root(host, uri, count, id));
+            *lineage = Some(Kin::Root(root.clone()));
+            root
+        }
+        Some(Kin::Root(root)) => root.clone(),
+        // Made for each handle (rarely more than one): kept, it would need a place of its own.
+        Some(Kin::Child(up)) => Arc::new(up.child(host, uri)),
+    };
     Ok(CoreParent {
         shared,
         peer,
         host: host.to_owned(),
         host_read: read_host(host.as_bytes()),
-        lineage: lineage.clone(),
+        lineage,
     })
 }
 
 impl SubrequestParent for CoreParent {
-    fn start(&self, target: SubrequestTarget) -> SubrequestFuture {
+    fn start(&self, target: &SubrequestTarget) -> SubrequestStarted {
         let uri = target.uri.as_str();
-        if let Err(why) = check_target(uri, &target) {
+        if let Err(why) = check_target(uri, target) {
             return refused(400, format!("subrequest to {uri:?} refused: {why}"));
         }
-        let (host, host_read) = match target_host((&self.host, &self.host_read), &target) {
+        let (host, host_read) = match target_host((&self.host, &self.host_read), target) {
             Ok(host) => host,
             Err(e) => {
                 let why = format!("subrequest to {uri:?} refused: {}", e.reason);
                 return refused(e.status, why);
             }
         };
-        let lineage = match self.lineage.child(&host, uri, &self.shared.config.limits) {
-            Ok(lineage) => Arc::new(lineage),
-            Err(message) => return refused(500, message),
-        };
         let started = start_clock();
         let limits = &self.shared.config.limits;
-        let ex = match exchange(limits, uri, (&host, host_read), &target, lineage) {
+        let ex = match exchange(limits, uri, (&host, host_read), target, &self.lineage) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
         };
+        // Its host as its view has it (no port): as the lineages of its ancestors have theirs.
+        if let Err(message) = self.lineage.admit(ex.head.host(&ex.buf), uri, limits) {
+            pool::give_head(ex.head);
+            return refused(500, message);
+        }
         // Routed now, as the main pipeline's fast path: an inline answer (a cached fragment)
-        // costs no future of its run.
+        // costs no future of its run, and goes back as it is (no future to box and poll).
         match dispatch_now(&self.shared, &self.peer, ex) {
-            Routed::Answered(ex) => {
-                LocalFfiFuture::new(std::future::ready(ended(&self.peer, started, Some(ex))))
-            }
+            Routed::Answered(ex) => SubrequestStarted::Now(ended(&self.peer, started, Some(ex))),
             Routed::Waits(rest) => {
                 let (shared, peer) = (self.shared.clone(), self.peer.clone());
-                LocalFfiFuture::new(async move {
+                SubrequestStarted::Later(LocalFfiFuture::new(async move {
                     let ex = match finish(&shared, &peer, rest).await {
                         Dispatched::Answered(ex) => Some(*ex),
                         Dispatched::Lost => None,
                     };
                     ended(&peer, started, ex)
-                })
+                }))
             }
         }
     }
@@ -256,8 +284,8 @@ impl SubrequestParent for CoreParent {
 pub extern "C" fn host_subrequest(
     parent_host: RStr<'_>,
     parent_uri: RStr<'_>,
-    target: SubrequestTarget,
-) -> SubrequestFuture {
+    target: &SubrequestTarget,
+) -> SubrequestStarted {
     match current_parent(parent_host, parent_uri) {
         Ok(parent) => parent.start(target),
         Err(e) => refused(e.status, e.message.into()),
@@ -320,14 +348,14 @@ fn exchange(
     uri: &str,
     (host, host_read): (&str, HostRead),
     target: &SubrequestTarget,
-    lineage: Arc<Lineage>,
+    parent: &Arc<Lineage>,
 ) -> Result<Exchange, SubrequestError> {
     let fields: usize = target
         .headers
         .iter()
         .map(|h| h.name.len() + h.value.len() + 4)
         .sum();
-    let mut buf = Vec::with_capacity(32 + uri.len() + host.len() + fields);
+    let mut buf = take_buf(32 + uri.len() + host.len() + fields);
     // A head is large (room for every header): the thread's pooled one, emptied.
     let mut head = pool::take_head();
     head.reset();
@@ -399,8 +427,8 @@ fn exchange(
         resp,
         extra: Vec::new(),
         stream: None,
-        id: lineage.id,
-        lineage: Some(lineage),
+        id: parent.id,
+        lineage: Some(Kin::Child(parent.clone())),
     })
 }
 
@@ -423,9 +451,35 @@ fn ended(
     match ex {
         Some(ex) => {
             pool::give_head(ex.head);
+            give_buf(ex.buf);
             RResult::ROk(ex.resp)
         }
         None => RResult::RErr(error(500, "the subrequest's worker job failed".into())),
+    }
+}
+
+thread_local! {
+    /// The bytes of subrequests answered, for the next ones' heads: most answer inline, so
+    /// one or two serve a whole page.
+    static BUFS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `len` bytes.
+fn take_buf(len: usize) -> Vec<u8> {
+    let mut buf = BUFS.with_borrow_mut(Vec::pop).unwrap_or_default();
+    buf.reserve(len);
+    buf
+}
+
+/// Keep `buf` for [`take_buf`] (a few, not large ones).
+fn give_buf(mut buf: Vec<u8>) {
+    if buf.capacity() <= 4096 {
+        buf.clear();
+        BUFS.with_borrow_mut(|bufs| {
+            if bufs.len() < 8 {
+                bufs.push(buf);
+            }
+        });
     }
 }
 
@@ -468,12 +522,17 @@ mod tests {
         let limits = Limits::default();
         let root_of = root;
         let root = root_of(&limits);
-        let child = |l: &Arc<Lineage>, uri: &str| l.child("h", uri, &limits).map(Arc::new);
+        let child = |l: &Arc<Lineage>, uri: &str| {
+            l.admit("h", uri, &limits)
+                .map(|()| Arc::new(l.child("h", uri)))
+        };
         assert!(child(&root, "/page")
             .unwrap_err()
             .contains("includes itself"));
         // The same URI on another host is not a loop.
-        assert!(root.child("other", "/page", &limits).is_ok());
+        assert!(root.admit("other", "/page", &limits).is_ok());
+        assert!(root.admit("h", "/pag", &limits).is_ok());
+        assert!(root.admit("h ", "page", &limits).is_ok());
         let mut at = child(&root, "/a").unwrap();
         // A loop through an ancestor further up.
         assert!(child(&at, "/page").unwrap_err().contains("includes itself"));
@@ -529,7 +588,7 @@ mod tests {
             let lineage = root(&limits);
             // The head is the pooled one, emptied of the last request's fields.
             dirty_pooled_head();
-            let ex = exchange(&limits, uri, checked(host), &t, lineage).unwrap();
+            let ex = exchange(&limits, uri, checked(host), &t, &lineage).unwrap();
             let parsed = crate::http::parse::parse(&ex.buf, &limits)
                 .unwrap()
                 .unwrap();
@@ -542,12 +601,26 @@ mod tests {
     }
 
     #[test]
+    fn head_buffers_are_kept_for_the_next_subrequests() {
+        let mut buf = take_buf(100);
+        assert!(buf.is_empty() && buf.capacity() >= 100);
+        buf.extend_from_slice(b"GET / HTTP/1.1\r\n");
+        let at = buf.as_ptr();
+        give_buf(buf);
+        let again = take_buf(10);
+        assert!(again.is_empty());
+        assert_eq!(again.as_ptr(), at);
+        // A large one is let go.
+        give_buf(Vec::with_capacity(64 * 1024));
+        assert!(take_buf(0).capacity() < 64 * 1024);
+    }
+
+    #[test]
     fn subrequests_share_the_client_requests_id() {
         let limits = Limits::default();
         let root = root(&limits);
         let t = target("/f", &[]);
-        let child = Arc::new(root.child("h", "/f", &limits).unwrap());
-        let ex = exchange(&limits, "/f", checked("h"), &t, child).unwrap();
+        let ex = exchange(&limits, "/f", checked("h"), &t, &root).unwrap();
         assert_eq!(ex.id.text(&ex.buf), root.id.text(b""));
     }
 
@@ -570,7 +643,7 @@ mod tests {
             &long,
             checked("h"),
             &target(&long, &[]),
-            root(&limits),
+            &root(&limits),
         );
         assert_eq!(err.err().map(|e| e.status), Some(414));
         let many: Vec<(String, String)> = (0..limits.max_headers)
@@ -582,7 +655,7 @@ mod tests {
             "/m",
             checked("h"),
             &target("/m", &many),
-            root(&limits),
+            &root(&limits),
         );
         assert_eq!(err.err().map(|e| e.status), Some(431));
     }
@@ -600,7 +673,7 @@ mod tests {
         // Another vhost: lower-cased and checked, whatever the parent's check said.
         let limits = Limits::default();
         let (host, read) = target_host(parent, &to("Other.Example:8080")).unwrap();
-        let ex = exchange(&limits, "/f", (&host, read), &to(""), root(&limits)).unwrap();
+        let ex = exchange(&limits, "/f", (&host, read), &to(""), &root(&limits)).unwrap();
         assert_eq!(ex.head.host(&ex.buf), "other.example");
         for bad in ["h:x", "a b", "h/x", "h\r\nX: 1", "[::1"] {
             let err = target_host(parent, &to(bad)).err();
