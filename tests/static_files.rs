@@ -111,6 +111,68 @@ fn httpdate_ok(s: &str) -> bool {
 }
 
 #[test]
+fn a_large_file_reaches_a_slow_reader_over_many_sendfile_rounds() {
+    // 6 MiB (more than the socket buffers hold) by sendfile to a client with a small receive
+    // buffer that reads slowly: the socket fills again and again (short sendfiles), and each
+    // time room to write must wake the connection; a missed wake-up ends in the 1 s write
+    // timeout, the body cut. The connection stays usable for the next request.
+    let t = TempDir::new("static-slow");
+    t.write("www/6m.bin", pattern(6 << 20));
+    let srv = Server::start(&format!(
+        r#"{{"load": [{{"so": "static"}}], "timeouts": {{"write": 1}},
+  "routing": [{{"handler": "sendfile", "dir": "{}"}}]}}"#,
+        t.path().join("www").display()
+    ));
+    let mut s = srv.connect();
+    socket2::SockRef::from(&s)
+        .set_recv_buffer_size(32 * 1024)
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut ask = |req: &[u8], pause: Duration| {
+        s.write_all(req).unwrap();
+        let (mut got, mut buf) = (Vec::new(), vec![0u8; 64 * 1024]);
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+                let len: usize = head
+                    .split("content-length: ")
+                    .nth(1)
+                    .unwrap()
+                    .split("\r\n")
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if got.len() >= end + 4 + len {
+                    return Response::parse(&got);
+                }
+            }
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return Response::parse(&got),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            std::thread::sleep(pause);
+        }
+    };
+    let r = ask(
+        b"GET /6m.bin HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        Duration::from_millis(2),
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body == pattern(6 << 20),
+        "{} of {} bytes",
+        r.body.len(),
+        6 << 20
+    );
+    let r = ask(
+        b"GET /6m.bin HTTP/1.1\r\nHost: localhost\r\nRange: bytes=0-9\r\n\r\n",
+        Duration::ZERO,
+    );
+    assert_eq!((r.status, r.body.as_slice()), (206, &pattern(10)[..]));
+}
+
+#[test]
 fn pipelined_file_bodies_keep_their_order() {
     let t = site();
     let srv = start(&t.path().join("www"), "");

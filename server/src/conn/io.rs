@@ -289,7 +289,8 @@ impl Io for TcpStream {
         })
     }
 
-    /// sendfile(2) from the connection's own task: drain until EAGAIN, then wait.
+    /// sendfile(2) from the connection's own task: send until the socket is full (a short
+    /// sendfile or EAGAIN), then wait.
     async fn send_file(
         &mut self,
         mut head: &[u8],
@@ -346,8 +347,19 @@ pub(crate) fn send_file_now(
     while file_sent < len {
         let mut off = (offset + file_sent) as i64;
         let want = (len - file_sent).min(1 << 30) as usize;
+        let mut short = 0;
         let sent = call(&mut || {
-            nix::sys::sendfile::sendfile(out, file, Some(&mut off), want).map_err(io::Error::from)
+            let n = nix::sys::sendfile::sendfile(out, file, Some(&mut off), want)?;
+            if n > 0 && n < want {
+                // Short: the socket is full (as nginx reads it). Reported as WouldBlock, so
+                // the socket's readiness is forgotten and the wait goes straight to epoll,
+                // instead of first paying for a sendfile that says EAGAIN. The kernel marks
+                // a socket a partial send left full, so room to write wakes us. (A file
+                // that shrank meanwhile now ends in the write timeout, its answer cut as before.)
+                short = n;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
         });
         match sent {
             Ok(0) => {
@@ -357,7 +369,10 @@ pub(crate) fn send_file_now(
                 ))
             }
             Ok(n) => file_sent += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                file_sent += short as u64;
+                break;
+            }
             Err(e) => return Err(e),
         }
     }

@@ -196,6 +196,34 @@ mod tests {
     }
 
     #[test]
+    fn a_short_sendfile_is_taken_as_a_full_socket_without_a_call_for_eagain() {
+        let (_client, tcp) = connected();
+        let socket = socket2::SockRef::from(&tcp.0);
+        socket.set_send_buffer_size(64 * 1024).unwrap();
+        let len = 8u64 << 20;
+        let path = std::env::temp_dir().join(format!("osprey-short-{}", std::process::id()));
+        std::fs::write(&path, vec![b'x'; len as usize]).unwrap();
+        let file = OpenFile::new(std::fs::File::open(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        let fd = tcp.0.as_raw_fd();
+        let mut calls = 0;
+        let (head, sent) = send_file_now(fd, b"HEAD", &file, 0, len, Cork::No, |call| {
+            calls += 1;
+            call()
+        })
+        .unwrap();
+        assert!(head == 4 && sent > 0 && sent < len, "{head} {sent}");
+        // The head's send and one sendfile: the short one says the socket is full.
+        assert_eq!(calls, 2);
+        let again = send_file_now(fd, b"", &file, sent, len - sent, Cork::No, |call| call());
+        assert_eq!(
+            again.unwrap(),
+            (0, 0),
+            "the socket had room after a short send"
+        );
+    }
+
+    #[test]
     fn large_files_are_sent_corked_until_done_or_until_the_close() {
         let all = 4 + 200 * 1024;
         let (during, after, got) = send_file_corked(Cork::UntilDone);
