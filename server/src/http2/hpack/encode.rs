@@ -141,14 +141,13 @@ impl Encoder {
 
     /// A field whose name is written in lowercase as it is copied.
     pub fn field_lowercasing(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        if !name.iter().any(u8::is_ascii_uppercase) {
-            return self.field(out, name, value);
-        }
-        // Lowercased on the stack: handlers write `Content-Type`, `ETag`, ... on every answer.
+        // Lowercased on the stack in one pass, without looking for uppercase first: handlers
+        // write `Content-Type`, `ETag`, ... on every answer.
         let mut buf = [0u8; 64];
         if let Some(lower) = buf.get_mut(..name.len()) {
-            lower.copy_from_slice(name);
-            lower.make_ascii_lowercase();
+            for (l, b) in lower.iter_mut().zip(name) {
+                *l = b.to_ascii_lowercase();
+            }
             return self.field(out, lower, value);
         }
         self.field(out, &name.to_ascii_lowercase(), value)
