@@ -77,7 +77,8 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
             error_response(&mut resp, e.status, e.reason);
-            let body_bytes = send(&mut io, resp, is_head, shared).await.unwrap_or(0);
+            let body_bytes = send(&mut io, &mut resp, is_head, shared).await.unwrap_or(0);
+            pool::give_response(resp);
             finished(Finished {
                 peer,
                 request: None,
@@ -99,19 +100,26 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
                 .0
         }
     };
-    let (mut resp, ex) = match dispatched {
-        Dispatched::Answered(mut ex) => {
-            ex.stamp_id(&shared.config.request_id);
-            (std::mem::take(&mut ex.resp), Some(ex))
-        }
+    let mut ex = match dispatched {
+        Dispatched::Answered(ex) => Some(ex),
         // The request's bytes went with a failed worker job.
-        Dispatched::Lost => {
-            let mut resp = Response::default();
-            error_response(&mut resp, 500, "");
-            (resp, None)
+        Dispatched::Lost => None,
+    };
+    // The response is sent from where the handler left it (a move of the exchange or the
+    // response is a `memcpy` of a few hundred bytes).
+    let mut lost;
+    let resp = match &mut ex {
+        Some(ex) => {
+            ex.stamp_id(&shared.config.request_id);
+            &mut ex.resp
+        }
+        None => {
+            lost = Response::default();
+            error_response(&mut lost, 500, "");
+            &mut lost
         }
     };
-    refuse_unsendable(&mut resp);
+    refuse_unsendable(resp);
     let status = resp.status;
     // The access log may record a cookie the response sets; the response is sent below.
     let set_cookies = crate::access_log::set_cookies(&resp.headers);
@@ -130,8 +138,9 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
         id: ex.as_ref().map(|ex| ex.id),
         set_cookies: &set_cookies,
     });
-    if let Some(ex) = ex {
-        pool::give_head(ex.head);
+    if let Some(Exchange { head, resp, .. }) = ex {
+        pool::give_head(head);
+        pool::give_response(resp);
     }
 }
 
@@ -221,10 +230,10 @@ fn refuse_unsendable(resp: &mut Response) {
     }
 }
 
-/// Send the response head and body: the body bytes sent.
+/// Send the response head and body (taken from `resp`): the body bytes sent.
 async fn send(
     io: &mut StreamIo,
-    mut resp: Response,
+    resp: &mut Response,
     is_head: bool,
     shared: &Shared,
 ) -> io::Result<u64> {
@@ -237,9 +246,8 @@ async fn send(
         if core.closed || !core.streams.contains_key(&io.id) {
             return Err(io::ErrorKind::ConnectionReset.into());
         }
-        response::head(&mut core, io.id, &resp, length, empty);
+        response::head(&mut core, io.id, resp, length, empty);
     }
-    pool::give_response(resp);
     if empty {
         io.done = true;
         return Ok(0);
