@@ -49,30 +49,9 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
         }
         Err(e) => Err(e),
     };
-    let ex = match read {
-        Ok((head, stream_limit, content)) => {
-            let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-            let mut ex = Exchange {
-                buf,
-                head,
-                body: BodyLoc::Owned(content),
-                resp: pool::take_response(),
-                extra: Vec::new(),
-                stream: None,
-                id,
-                lineage: None,
-            };
-            if let Some(limit) = stream_limit {
-                let len = match ex.head.body {
-                    BodyFraming::Length(n) => Some(n),
-                    _ => None,
-                };
-                let (feed, slot) = incoming::channel(len);
-                ex.stream = Some(Box::new(slot));
-                streamed = Some((feed, limit));
-            }
-            ex
-        }
+    // Built where it is used (not in a match arm): each move of the exchange is a `memcpy`.
+    let (head, stream_limit, content) = match read {
+        Ok(read) => read,
         Err(e) => {
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
@@ -91,7 +70,27 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             return;
         }
     };
-    let dispatched = match streamed {
+    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
+    let mut ex = Exchange {
+        buf,
+        head,
+        body: BodyLoc::Owned(content),
+        resp: pool::take_response(),
+        extra: Vec::new(),
+        stream: None,
+        id,
+        lineage: None,
+    };
+    if let Some(limit) = stream_limit {
+        let len = match ex.head.body {
+            BodyFraming::Length(n) => Some(n),
+            _ => None,
+        };
+        let (feed, slot) = incoming::channel(len);
+        ex.stream = Some(Box::new(slot));
+        streamed = Some((feed, limit));
+    }
+    let mut dispatched = match streamed {
         None => dispatch(shared, peer, ex).await,
         Some((feed, limit)) => {
             let feeding = feed_body(&io, feed, limit, shared.timeouts.body);
@@ -100,20 +99,15 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
                 .0
         }
     };
-    let mut ex = match dispatched {
-        Dispatched::Answered(ex) => Some(ex),
-        // The request's bytes went with a failed worker job.
-        Dispatched::Lost => None,
-    };
-    // The response is sent from where the handler left it (a move of the exchange or the
-    // response is a `memcpy` of a few hundred bytes).
+    // The response is sent from where the handler left it, by reference.
     let mut lost;
-    let resp = match &mut ex {
-        Some(ex) => {
+    let resp = match &mut dispatched {
+        Dispatched::Answered(ex) => {
             ex.stamp_id(&shared.config.request_id);
             &mut ex.resp
         }
-        None => {
+        // The request's bytes went with a failed worker job.
+        Dispatched::Lost => {
             lost = Response::default();
             error_response(&mut lost, 500, "");
             &mut lost
@@ -129,16 +123,20 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             tracing::debug!("HTTP/2 response not completed: {e}");
             0
         });
+    let ex = match &dispatched {
+        Dispatched::Answered(ex) => Some(ex),
+        Dispatched::Lost => None,
+    };
     finished(Finished {
         peer,
-        request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
+        request: ex.map(|ex| (&ex.buf[..], &*ex.head)),
         status,
         body_bytes,
         started,
-        id: ex.as_ref().map(|ex| ex.id),
+        id: ex.map(|ex| ex.id),
         set_cookies: &set_cookies,
     });
-    if let Some(Exchange { head, resp, .. }) = ex {
+    if let Dispatched::Answered(Exchange { head, resp, .. }) = dispatched {
         pool::give_head(head);
         pool::give_response(resp);
     }
