@@ -49,35 +49,15 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
         }
         Err(e) => Err(e),
     };
-    let ex = match read {
-        Ok((head, stream_limit, content)) => {
-            let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-            let mut ex = Exchange {
-                buf,
-                head,
-                body: BodyLoc::Owned(content),
-                resp: pool::take_response(),
-                extra: Vec::new(),
-                stream: None,
-                id,
-                lineage: None,
-            };
-            if let Some(limit) = stream_limit {
-                let len = match ex.head.body {
-                    BodyFraming::Length(n) => Some(n),
-                    _ => None,
-                };
-                let (feed, slot) = incoming::channel(len);
-                ex.stream = Some(Box::new(slot));
-                streamed = Some((feed, limit));
-            }
-            ex
-        }
+    // Built where it is used (not in a match arm): each move of the exchange is a `memcpy`.
+    let (head, stream_limit, content) = match read {
+        Ok(read) => read,
         Err(e) => {
             tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
             let mut resp = Response::default();
             error_response(&mut resp, e.status, e.reason);
-            let body_bytes = send(&mut io, resp, is_head, shared).await.unwrap_or(0);
+            let body_bytes = send(&mut io, &mut resp, is_head, shared).await.unwrap_or(0);
+            pool::give_response(resp);
             finished(Finished {
                 peer,
                 request: None,
@@ -90,7 +70,27 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             return;
         }
     };
-    let dispatched = match streamed {
+    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
+    let mut ex = Exchange {
+        buf,
+        head,
+        body: BodyLoc::Owned(content),
+        resp: pool::take_response(),
+        extra: Vec::new(),
+        stream: None,
+        id,
+        lineage: None,
+    };
+    if let Some(limit) = stream_limit {
+        let len = match ex.head.body {
+            BodyFraming::Length(n) => Some(n),
+            _ => None,
+        };
+        let (feed, slot) = incoming::channel(len);
+        ex.stream = Some(Box::new(slot));
+        streamed = Some((feed, limit));
+    }
+    let mut dispatched = match streamed {
         None => dispatch(shared, peer, ex).await,
         Some((feed, limit)) => {
             let feeding = feed_body(&io, feed, limit, shared.timeouts.body);
@@ -99,19 +99,21 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
                 .0
         }
     };
-    let (mut resp, ex) = match dispatched {
-        Dispatched::Answered(mut ex) => {
+    // The response is sent from where the handler left it, by reference.
+    let mut lost;
+    let resp = match &mut dispatched {
+        Dispatched::Answered(ex) => {
             ex.stamp_id(&shared.config.request_id);
-            (std::mem::take(&mut ex.resp), Some(ex))
+            &mut ex.resp
         }
         // The request's bytes went with a failed worker job.
         Dispatched::Lost => {
-            let mut resp = Response::default();
-            error_response(&mut resp, 500, "");
-            (resp, None)
+            lost = Response::default();
+            error_response(&mut lost, 500, "");
+            &mut lost
         }
     };
-    refuse_unsendable(&mut resp);
+    refuse_unsendable(resp);
     let status = resp.status;
     // The access log may record a cookie the response sets; the response is sent below.
     let set_cookies = crate::access_log::set_cookies(&resp.headers);
@@ -121,17 +123,22 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             tracing::debug!("HTTP/2 response not completed: {e}");
             0
         });
+    let ex = match &dispatched {
+        Dispatched::Answered(ex) => Some(ex),
+        Dispatched::Lost => None,
+    };
     finished(Finished {
         peer,
-        request: ex.as_ref().map(|ex| (&ex.buf[..], &*ex.head)),
+        request: ex.map(|ex| (&ex.buf[..], &*ex.head)),
         status,
         body_bytes,
         started,
-        id: ex.as_ref().map(|ex| ex.id),
+        id: ex.map(|ex| ex.id),
         set_cookies: &set_cookies,
     });
-    if let Some(ex) = ex {
-        pool::give_head(ex.head);
+    if let Dispatched::Answered(Exchange { head, resp, .. }) = dispatched {
+        pool::give_head(head);
+        pool::give_response(resp);
     }
 }
 
@@ -221,10 +228,10 @@ fn refuse_unsendable(resp: &mut Response) {
     }
 }
 
-/// Send the response head and body: the body bytes sent.
+/// Send the response head and body (taken from `resp`): the body bytes sent.
 async fn send(
     io: &mut StreamIo,
-    mut resp: Response,
+    resp: &mut Response,
     is_head: bool,
     shared: &Shared,
 ) -> io::Result<u64> {
@@ -237,9 +244,8 @@ async fn send(
         if core.closed || !core.streams.contains_key(&io.id) {
             return Err(io::ErrorKind::ConnectionReset.into());
         }
-        response::head(&mut core, io.id, &resp, length, empty);
+        response::head(&mut core, io.id, resp, length, empty);
     }
-    pool::give_response(resp);
     if empty {
         io.done = true;
         return Ok(0);

@@ -4,12 +4,14 @@
 //! sent as one byte; the table mirrors the client's, within its SETTINGS_HEADER_TABLE_SIZE.
 //! `date` is not indexed: a new value each second would fill the table with stale ones.
 
-use super::static_table::{name_index, SERVER};
+use super::static_table::{name_index, SERVER, STATIC};
 use super::table::Table;
 use super::write_int;
 
 /// The most of the client's table we use (its default size).
 const MAX_TABLE: usize = 4096;
+/// Static table entries.
+const STATIC_LEN: usize = STATIC.len();
 /// Longer values are not indexed.
 const MAX_INDEXED_VALUE: usize = 128;
 
@@ -18,6 +20,10 @@ pub struct Encoder {
     /// Size updates to signal at the start of the next block (§4.2): the smallest since the
     /// last block, then the current one.
     update: Option<(usize, usize)>,
+    /// By static name index: 1 + the sequence number (`Table::by_seq`) of the entry last added
+    /// with that name, 0 for none. A name's value seldom changes, so one compare usually finds
+    /// it instead of a scan of the table.
+    last_added: [usize; STATIC_LEN + 1],
 }
 
 impl Default for Encoder {
@@ -25,6 +31,7 @@ impl Default for Encoder {
         Encoder {
             table: Table::new(MAX_TABLE),
             update: None,
+            last_added: [0; STATIC_LEN + 1],
         }
     }
 }
@@ -107,26 +114,40 @@ impl Encoder {
 
     /// A field worth indexing (name index `i`): one byte once it is in the table.
     pub fn indexing(&mut self, out: &mut Vec<u8>, i: usize, name: &[u8], value: &[u8]) {
-        if let Some(at) = self.table.find(name, value) {
+        if let Some(at) = self.find(i, name, value) {
             write_int(out, at, 7, 0x80);
             return;
         }
         write_int(out, i, 6, 0x40);
         write_int(out, value.len(), 7, 0);
         out.extend_from_slice(value);
+        let seq = self.table.next_seq();
         self.table.insert(name, value);
+        // (Not added when larger than the whole table.)
+        if self.table.next_seq() != seq {
+            self.last_added[i] = seq + 1;
+        }
+    }
+
+    /// The dynamic table's index of `name` (static name index `i`) with `value`: the entry
+    /// last added with that name, else a scan.
+    fn find(&self, i: usize, name: &[u8], value: &[u8]) -> Option<usize> {
+        let last = self.last_added[i].checked_sub(1);
+        match last.and_then(|seq| self.table.by_seq(seq)) {
+            Some((at, v)) if v == value => Some(at),
+            _ => self.table.find(name, value),
+        }
     }
 
     /// A field whose name is written in lowercase as it is copied.
     pub fn field_lowercasing(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        if !name.iter().any(u8::is_ascii_uppercase) {
-            return self.field(out, name, value);
-        }
-        // Lowercased on the stack: handlers write `Content-Type`, `ETag`, ... on every answer.
+        // Lowercased on the stack in one pass, without looking for uppercase first: handlers
+        // write `Content-Type`, `ETag`, ... on every answer.
         let mut buf = [0u8; 64];
         if let Some(lower) = buf.get_mut(..name.len()) {
-            lower.copy_from_slice(name);
-            lower.make_ascii_lowercase();
+            for (l, b) in lower.iter_mut().zip(name) {
+                *l = b.to_ascii_lowercase();
+            }
             return self.field(out, lower, value);
         }
         self.field(out, &name.to_ascii_lowercase(), value)

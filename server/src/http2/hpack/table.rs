@@ -10,6 +10,8 @@ pub struct Table {
     entries: VecDeque<(Box<[u8]>, usize)>,
     size: usize,
     max: usize,
+    /// Entries added so far: the sequence number of the next (see `by_seq`).
+    added: usize,
 }
 
 impl Table {
@@ -18,6 +20,7 @@ impl Table {
             entries: VecDeque::new(),
             size: 0,
             max,
+            added: 0,
         }
     }
 
@@ -44,6 +47,20 @@ impl Table {
             .map(|at| STATIC.len() + 1 + at)
     }
 
+    /// The sequence number the entry added next gets.
+    pub fn next_seq(&self) -> usize {
+        self.added
+    }
+
+    /// The index and value of the entry added as number `seq`, while it is in the table
+    /// (entries are evicted oldest first, so it is there while fewer than the table's length
+    /// have been added since).
+    pub fn by_seq(&self, seq: usize) -> Option<(usize, &[u8])> {
+        let at = self.added.checked_sub(seq + 1)?;
+        let (both, name) = self.entries.get(at)?;
+        Some((STATIC.len() + 1 + at, &both[*name..]))
+    }
+
     pub fn max(&self) -> usize {
         self.max
     }
@@ -66,6 +83,7 @@ impl Table {
         self.entries
             .push_front((both.into_boxed_slice(), name.len()));
         self.size += size;
+        self.added += 1;
     }
 
     /// Evict until `room` more bytes fit.

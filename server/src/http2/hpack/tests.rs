@@ -277,3 +277,32 @@ fn repeated_fields_are_indexed_and_size_updates_are_signalled() {
     assert_eq!(decode(&mut d, &fourth).unwrap(), want);
     assert_eq!(d.table_size(), e.table_size());
 }
+
+/// The encoder finds entries by the name's last added one, else by a scan: values that change,
+/// evictions from a small table and an entry larger than the table keep both sides agreeing.
+#[test]
+fn changing_values_and_evictions_keep_the_tables_agreeing() {
+    let mut e = Encoder::default();
+    let mut d = Decoder::new(4096);
+    e.set_max(150);
+    let big = "b".repeat(120);
+    let values = ["text/html", "text/css", "text/html", &big, "text/css", "x"];
+    for round in 0..40 {
+        let ct = values[round % values.len()];
+        let cc = values[(round / 2) % values.len()];
+        let mut out = Vec::new();
+        e.begin(&mut out);
+        e.field(&mut out, b"content-type", ct.as_bytes());
+        e.field(&mut out, b"cache-control", cc.as_bytes());
+        e.field(&mut out, b"vary", b"accept-encoding");
+        e.field(&mut out, b"content-type", ct.as_bytes());
+        let want = pairs(&[
+            ("content-type", ct),
+            ("cache-control", cc),
+            ("vary", "accept-encoding"),
+            ("content-type", ct),
+        ]);
+        assert_eq!(decode(&mut d, &out).unwrap(), want, "round {round}");
+        assert_eq!(d.table_size(), e.table_size(), "round {round}");
+    }
+}
