@@ -140,15 +140,7 @@ pub fn run(
                 if cpu_affinity {
                     pin_to_core(index);
                 }
-                // A local runtime: connection tasks are spawned on this thread and never
-                // leave it (no LocalSet layer between them and the scheduler).
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    // Worker-pool results wake the thread only while it sleeps.
-                    .on_thread_park(crate::worker::before_park)
-                    .on_thread_unpark(crate::worker::after_unpark)
-                    .build_local(tokio::runtime::LocalOptions::default())
-                    .expect("a tokio runtime");
+                let runtime = network_runtime().expect("a tokio runtime");
                 runtime.block_on(network_thread(index, listeners, stop, registry));
             })
             .map_err(|e| format!("cannot start a network thread: {e}"))?;
@@ -228,6 +220,26 @@ impl Drop for Counted {
             l.freed.notify_waiters();
         });
     }
+}
+
+/// A network thread's runtime: a local one, so connection tasks are spawned on this thread and
+/// never leave it (no LocalSet layer between them and the scheduler); worker-pool results wake
+/// the thread only while it sleeps (its park hooks).
+pub fn network_runtime() -> std::io::Result<tokio::runtime::LocalRuntime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(crate::worker::before_park)
+        .on_thread_unpark(crate::worker::after_unpark)
+        .build_local(tokio::runtime::LocalOptions::default())
+}
+
+/// A local runtime without the park hooks, for tests of one piece of a network thread.
+#[cfg(test)]
+pub fn plain_runtime() -> tokio::runtime::LocalRuntime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build_local(tokio::runtime::LocalOptions::default())
+        .unwrap()
 }
 
 /// A network thread holds no configuration of its own: connections take the current one

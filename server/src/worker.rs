@@ -557,21 +557,11 @@ mod tests {
 
     /// A network thread's runtime, as the server builds it.
     fn local_runtime() -> tokio::runtime::LocalRuntime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .on_thread_park(before_park)
-            .on_thread_unpark(after_unpark)
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap()
+        crate::server::network_runtime().unwrap()
     }
 
-    /// A runtime without the park hooks: every batch wakes it.
-    fn plain_runtime() -> tokio::runtime::LocalRuntime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap()
-    }
+    // A runtime without the park hooks: every batch wakes it.
+    use crate::server::plain_runtime;
 
     /// A result that arrives while the network thread works is seen without a wake from the
     /// pool (no system call on either side); one that arrives while it sleeps wakes it.

@@ -317,10 +317,7 @@ mod tests {
 
     #[test]
     fn a_deadline_fires_after_its_time_and_not_before() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap();
+        let runtime = crate::server::plain_runtime();
         runtime.block_on(deadline_fires());
     }
 
@@ -344,10 +341,7 @@ mod tests {
 
     #[test]
     fn a_quiet_wait_between_requests_is_woken_to_park_if_it_can() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap();
+        let runtime = crate::server::plain_runtime();
         runtime.block_on(quiet_waits_park());
     }
 
@@ -379,10 +373,7 @@ mod tests {
     /// After its first answer a connection parks at the next sweep, not two seconds later.
     #[test]
     fn a_wait_after_the_first_answer_parks_at_the_next_sweep() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap();
+        let runtime = crate::server::plain_runtime();
         runtime.block_on(async {
             allow_parking();
             let sweeper = tokio::task::spawn_local(sweep());

@@ -127,11 +127,7 @@ mod tests {
 
     fn run(test: impl Future<Output = ()>) {
         osprey_sdk::host::install(super::super::host::host(), "test");
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap()
-            .block_on(test);
+        crate::server::plain_runtime().block_on(test);
     }
 
     const SECOND: Duration = Duration::from_secs(1);

@@ -143,10 +143,7 @@ mod tests {
     #[test]
     fn a_connection_answered_on_arrival_parks_at_once() {
         let shared = Shared::for_tests(r#"{"workers": 1}"#);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap();
+        let runtime = crate::server::plain_runtime();
         runtime.block_on(async {
             park::start();
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -249,10 +249,7 @@ mod tests {
     #[test]
     fn a_parked_connection_is_served_when_its_client_sends_and_closed_when_it_leaves() {
         let shared = Shared::for_tests(r#"{"workers": 1}"#);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build_local(tokio::runtime::LocalOptions::default())
-            .unwrap();
+        let runtime = crate::server::plain_runtime();
         runtime.block_on(async {
             start();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
