@@ -33,12 +33,24 @@ static TOKEN: [bool; 256] = {
 /// A header value: visible characters, spaces and tabs, no leading or trailing whitespace
 /// (so no CR, LF or NUL can split a response).
 pub fn is_field_value(value: &str) -> bool {
-    // Folded without an early exit, so it runs over many bytes at once: subrequests check
-    // values of a few hundred bytes each.
-    value.bytes().fold(true, |ok, b| {
-        ok & ((b == b'\t') | (b >= b' ') & (b != 0x7f))
-    }) && !value.starts_with([' ', '\t'])
-        && !value.ends_with([' ', '\t'])
+    visible(value.as_bytes()) && !value.starts_with([' ', '\t']) && !value.ends_with([' ', '\t'])
+}
+
+/// Whether `bytes` has no control byte but tabs: sixteen bytes at a time (compiled to vector
+/// compares), without an early exit. Subrequests check a value of a few dozen to a few hundred
+/// bytes with each include (callgrind, 58 bytes: 107 instructions, folded byte by byte 141).
+fn visible(bytes: &[u8]) -> bool {
+    let bad = |b: u8| ((b < b' ') & (b != b'\t')) | (b == 0x7f);
+    let (blocks, rest) = bytes.as_chunks::<16>();
+    let mut any = false;
+    for block in blocks {
+        any |= block.iter().fold(false, |a, &b| a | bad(b));
+    }
+    // The rest, padded with spaces.
+    let mut last = [b' '; 16];
+    last[..rest.len()].copy_from_slice(rest);
+    any |= last.iter().fold(false, |a, &b| a | bad(b));
+    !any
 }
 
 /// Headers the core writes itself or that HTTP/2 forbids (RFC 9113 8.2.2): a module's
@@ -91,6 +103,22 @@ mod tests {
         assert!(check_header("Content-Length", "5").is_err());
         assert!(check_header("x-a", "").is_ok());
         assert!(is_field_value("a\tb ü"));
+    }
+
+    #[test]
+    fn field_value_bytes_are_checked_in_every_place_of_a_block() {
+        let allowed = |b: u8| b == b'\t' || (b >= b' ' && b != 0x7f);
+        for b in 0..=255u8 {
+            for len in 1..=33 {
+                for at in 0..len {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    assert_eq!(visible(&bytes), allowed(b), "byte {b} at {at} of {len}");
+                }
+            }
+        }
+        assert!(visible(b"") && is_field_value(""));
+        assert!(!is_field_value("a\t") && !is_field_value(" a") && is_field_value("a b"));
     }
 
     #[test]
