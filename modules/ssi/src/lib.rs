@@ -151,12 +151,7 @@ impl Filter for Ssi {
     }
 
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        let mut sent = SWITCHES
-            .iter()
-            .filter_map(|h| resp.get_header(h))
-            .peekable();
-        let present = sent.peek().is_some();
-        let switched = sent.any(|v| v.trim().eq_ignore_ascii_case("on"));
+        let (present, switched) = switches(resp);
         // (Removing rebuilds the header list: only when there is one to remove.)
         if present {
             resp.remove_headers(&SWITCHES);
@@ -211,6 +206,20 @@ impl Filter for Ssi {
     }
 }
 
+/// Whether the answer carries a [`SWITCHES`] header, and whether one of them says `on`: one
+/// pass over its headers (every fragment's answer is looked at, and most have none).
+fn switches(resp: &Response) -> (bool, bool) {
+    let (mut present, mut on) = (false, false);
+    for h in resp.headers.iter() {
+        let name = h.name.as_str();
+        if SWITCHES.iter().any(|s| name.eq_ignore_ascii_case(s)) {
+            present = true;
+            on |= h.value.as_str().trim().eq_ignore_ascii_case("on");
+        }
+    }
+    (present, on)
+}
+
 /// The document's bytes, if it is in memory or a file not larger than `max`.
 fn document(body: &Body, max: u64) -> Result<Vec<u8>, String> {
     if let Some(bytes) = body.as_bytes() {
@@ -227,5 +236,27 @@ fn document(body: &Body, max: u64) -> Result<Vec<u8>, String> {
         }
         Body::File(range) => Err(format!("{} bytes is over max_size ({max})", range.len)),
         _ => Err("a body that is neither bytes nor a file".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_headers_are_found_in_one_pass_whatever_their_case() {
+        let with = |headers: &[(&str, &str)]| {
+            let mut resp = Response::new();
+            for &(n, v) in headers {
+                resp.header(n.to_owned(), v.to_owned());
+            }
+            switches(&resp)
+        };
+        assert_eq!(with(&[("Content-Type", "text/html")]), (false, false));
+        assert_eq!(with(&[("x-osprey-ssi", " On ")]), (true, true));
+        assert_eq!(with(&[("X-NXWEB-SSI", "off")]), (true, false));
+        // Either one saying `on` is enough.
+        let both = [("X-Osprey-SSI", "off"), ("X-Nxweb-Ssi", "on")];
+        assert_eq!(with(&both), (true, true));
     }
 }
