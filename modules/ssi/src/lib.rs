@@ -174,7 +174,7 @@ impl Filter for Ssi {
                 self.max_size,
                 parent,
                 path,
-                vars,
+                vars.into_owned(),
                 marker,
             ));
         } else if let Some(kept) = self.kept_layout(path, &resp.body) {

@@ -60,7 +60,13 @@ pub fn parts(doc: &[u8], path: &str) -> Vec<Part> {
 }
 
 /// The page for `doc`, served at `path` with `vars`; includes are started for `parent`.
-pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: Vec<u8>, marker: &str) -> Composite {
+pub fn assemble(
+    parent: &Parent,
+    path: &str,
+    vars: Vars<'_>,
+    doc: Vec<u8>,
+    marker: &str,
+) -> Composite {
     let parts = parts(&doc, path);
     let doc = RArc::new(RVec::from(doc));
     assemble_parts(parent, path, vars, &doc, &parts, marker)
@@ -71,7 +77,7 @@ pub fn assemble(parent: &Parent, path: &str, vars: Vars, doc: Vec<u8>, marker: &
 pub fn assemble_parts(
     parent: &Parent,
     path: &str,
-    mut vars: Vars,
+    mut vars: Vars<'_>,
     doc: &RArc<RVec<u8>>,
     parts: &[Part],
     marker: &str,

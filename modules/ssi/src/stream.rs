@@ -16,7 +16,7 @@ pub struct SsiStream {
     max_size: u64,
     parent: Parent,
     path: String,
-    vars: Option<Vars>,
+    vars: Option<Vars<'static>>,
     marker: String,
     page: Option<Composite>,
 }
@@ -27,7 +27,7 @@ impl SsiStream {
         max_size: u64,
         parent: Parent,
         path: String,
-        vars: Vars,
+        vars: Vars<'static>,
         marker: String,
     ) -> SsiStream {
         SsiStream {

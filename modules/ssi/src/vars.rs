@@ -26,15 +26,16 @@ fn secret() -> &'static str {
 /// The built-ins every document sets for itself, whatever it inherited.
 const OWN: [&str; 2] = ["QUERY_STRING", "DOCUMENT_URI"];
 
-/// Variables by name (the built-ins' not copied); a later entry of a name wins.
+/// Variables by name (the built-ins' names and values not copied: the values borrow from the
+/// request, for `'a`); a later entry of a name wins.
 #[derive(Debug, Default, Clone)]
-pub struct Vars(Vec<(Cow<'static, str>, String)>);
+pub struct Vars<'a>(Vec<(Cow<'static, str>, Cow<'a, str>)>);
 
-impl Vars {
+impl<'a> Vars<'a> {
     /// The variables a document sees: inherited ones, then its query parameters, then the
     /// built-ins `QUERY_STRING` and `DOCUMENT_URI` (its own) and `REQUEST_URI` (the client's,
     /// as nginx: an included document inherits it).
-    pub fn for_request(req: &Request<'_>) -> Vars {
+    pub fn for_request(req: &Request<'a>) -> Vars<'a> {
         let mut vars = Vars::default();
         let inherited = req.header(INHERITED).and_then(|v| v.strip_prefix(secret()));
         if let Some(inherited) = inherited.and_then(|v| v.strip_prefix('&')) {
@@ -42,25 +43,41 @@ impl Vars {
                 vars.set(n, v);
             }
         }
-        for (n, v) in Params::parse(req.query.as_str()).iter() {
-            vars.set(n, v);
+        if !req.query.is_empty() {
+            for (n, v) in Params::parse(req.query.as_str()).iter() {
+                vars.set(n, v);
+            }
         }
         let [query, path] = OWN;
-        vars.set_named(Cow::Borrowed(query), req.query.as_str());
-        vars.set_named(Cow::Borrowed(path), req.path.as_str());
+        vars.set_named(Cow::Borrowed(query), Cow::Borrowed(req.query.as_str()));
+        vars.set_named(Cow::Borrowed(path), Cow::Borrowed(req.path.as_str()));
         if vars.get("REQUEST_URI").is_none() {
-            vars.set_named(Cow::Borrowed("REQUEST_URI"), req.uri.as_str());
+            let uri = Cow::Borrowed(req.uri.as_str());
+            vars.0.push((Cow::Borrowed("REQUEST_URI"), uri));
         }
         vars
     }
 
     pub fn set(&mut self, name: &str, value: &str) {
-        self.set_named(Cow::Owned(name.to_owned()), value);
+        self.set_named(Cow::Owned(name.to_owned()), Cow::Owned(value.to_owned()));
     }
 
-    fn set_named(&mut self, name: Cow<'static, str>, value: &str) {
-        self.0.retain(|(n, _)| *n != name);
-        self.0.push((name, value.to_owned()));
+    fn set_named(&mut self, name: Cow<'static, str>, value: Cow<'a, str>) {
+        // (Most documents have no variable yet when their built-ins are set.)
+        if !self.0.is_empty() {
+            self.0.retain(|(n, _)| *n != name);
+        }
+        self.0.push((name, value));
+    }
+
+    /// The same variables, owning their values (to outlive the request).
+    pub fn into_owned(self) -> Vars<'static> {
+        let owned = self.0.into_iter();
+        Vars(
+            owned
+                .map(|(n, v)| (n, Cow::Owned(v.into_owned())))
+                .collect(),
+        )
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -68,7 +85,7 @@ impl Vars {
             .iter()
             .rev()
             .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| &**v)
     }
 
     /// `text` with `$NAME` and `${NAME}` replaced (an unknown name is empty) and `\$` made `$`.
@@ -134,7 +151,7 @@ impl Vars {
 mod tests {
     use super::*;
 
-    fn vars() -> Vars {
+    fn vars() -> Vars<'static> {
         let mut v = Vars::default();
         v.set("NAME", "osprey");
         v.set("a_1", "x");
