@@ -11,6 +11,7 @@ use abi_stable::{
 };
 use async_ffi::{FfiContext, FfiPoll};
 
+use crate::fields::same_name;
 use crate::fixed_header::FixedHeader;
 
 /// A response header. Static text is borrowed, so fixed headers cost no allocation.
@@ -310,7 +311,7 @@ impl Response {
     pub fn remove_headers(&mut self, names: &[&str]) -> &mut Self {
         let named = |h: &HeaderPair| {
             let name = h.name.as_str();
-            names.iter().any(|n| name.eq_ignore_ascii_case(n))
+            names.iter().any(|n| same_name(name, n))
         };
         // Usually there is none to remove (`set_header` of a new name): only look.
         let Some(first) = self.headers.iter().position(named) else {
@@ -333,7 +334,7 @@ impl Response {
     pub fn get_header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
-            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .find(|h| same_name(h.name.as_str(), name))
             .map(|h| h.value.as_str())
     }
 
