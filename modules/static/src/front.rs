@@ -24,10 +24,24 @@ const MAX_BYTES: u64 = 32 * 1024 * 1024;
 
 #[derive(Default)]
 struct Front {
-    map: FxHashMap<Box<[u8]>, Arc<Entry>>,
+    /// By path as sent: the entries of the routes (and hosts) that serve it, usually one. A
+    /// lookup hashes the path alone, with no key to build.
+    map: FxHashMap<Box<str>, Vec<Held>>,
+    entries: usize,
     bytes: u64,
-    /// The key being built (reused: a lookup allocates nothing).
-    scratch: Vec<u8>,
+}
+
+/// An entry of one route (handler instance) and host.
+struct Held {
+    route: u64,
+    host: Box<str>,
+    entry: Arc<Entry>,
+}
+
+impl Held {
+    fn is(&self, route: u64, host: &str) -> bool {
+        self.route == route && *self.host == *host
+    }
 }
 
 thread_local! {
@@ -41,37 +55,39 @@ pub fn new_route_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The key of `path` on `route` (`host` for per-host roots, else empty).
-fn key<'s>(scratch: &'s mut Vec<u8>, route: u64, host: &str, path: &str) -> &'s [u8] {
-    scratch.clear();
-    scratch.extend_from_slice(&route.to_le_bytes());
-    scratch.extend_from_slice(host.as_bytes());
-    scratch.push(0);
-    scratch.extend_from_slice(path.as_bytes());
-    scratch
-}
-
-/// The entry this thread last found for `path`.
+/// The entry this thread last found for `path` on `route` (`host` for per-host roots, else
+/// empty).
 pub fn get(route: u64, host: &str, path: &str) -> Option<Arc<Entry>> {
-    FRONT.with(|f| {
-        let f = &mut *f.borrow_mut();
-        let k = key(&mut f.scratch, route, host, path);
-        f.map.get(k).cloned()
+    FRONT.with_borrow(|f| {
+        let held = f.map.get(path)?;
+        held.iter()
+            .find(|h| h.is(route, host))
+            .map(|h| h.entry.clone())
     })
 }
 
 /// Remember `entry` for `path`.
 pub fn put(route: u64, host: &str, path: &str, entry: &Arc<Entry>) {
-    FRONT.with(|f| {
-        let f = &mut *f.borrow_mut();
+    FRONT.with_borrow_mut(|f| {
         let size = entry.bytes();
-        if f.map.len() >= MAX_ENTRIES || f.bytes + size > MAX_BYTES {
-            f.map.clear();
-            f.bytes = 0;
+        if f.entries >= MAX_ENTRIES || f.bytes + size > MAX_BYTES {
+            *f = Front::default();
         }
-        let k: Box<[u8]> = key(&mut f.scratch, route, host, path).into();
-        if let Some(old) = f.map.insert(k, entry.clone()) {
-            f.bytes -= old.bytes();
+        let held = f.map.entry(path.into()).or_default();
+        let new = Held {
+            route,
+            host: host.into(),
+            entry: entry.clone(),
+        };
+        match held.iter_mut().find(|h| h.is(route, host)) {
+            Some(old) => {
+                f.bytes -= old.entry.bytes();
+                *old = new;
+            }
+            None => {
+                held.push(new);
+                f.entries += 1;
+            }
         }
         f.bytes += size;
     })
@@ -79,11 +95,17 @@ pub fn put(route: u64, host: &str, path: &str, entry: &Arc<Entry>) {
 
 /// Forget `path` (its entry went stale).
 pub fn remove(route: u64, host: &str, path: &str) {
-    FRONT.with(|f| {
-        let f = &mut *f.borrow_mut();
-        let k = key(&mut f.scratch, route, host, path);
-        if let Some(old) = f.map.remove(k) {
-            f.bytes -= old.bytes();
+    FRONT.with_borrow_mut(|f| {
+        let Some(held) = f.map.get_mut(path) else {
+            return;
+        };
+        if let Some(at) = held.iter().position(|h| h.is(route, host)) {
+            let old = held.swap_remove(at);
+            f.bytes -= old.entry.bytes();
+            f.entries -= 1;
+            if held.is_empty() {
+                f.map.remove(path);
+            }
         }
     })
 }
@@ -91,13 +113,47 @@ pub fn remove(route: u64, host: &str, path: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::files::{Files, Found};
+
+    /// An entry for a small file in memory.
+    fn entry() -> Arc<Entry> {
+        let dir = std::env::temp_dir().join(format!("osprey-front-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), "a").unwrap();
+        let conf = format!(
+            r#"{{"dir": {:?}, "memcache": true}}"#,
+            dir.to_str().unwrap()
+        );
+        let files = Files::new(Config::parse(&conf).unwrap());
+        let clean = osprey_sdk::http::clean_path("/a.txt").unwrap();
+        let Found::File(entry) = files.find("", &clean) else {
+            panic!("no entry for a.txt");
+        };
+        std::fs::remove_dir_all(&dir).unwrap();
+        entry
+    }
 
     #[test]
-    fn keys_keep_routes_hosts_and_paths_apart() {
-        let mut a = Vec::new();
-        let mut b = Vec::new();
-        assert_ne!(key(&mut a, 1, "", "/x"), key(&mut b, 2, "", "/x"));
-        assert_ne!(key(&mut a, 1, "h", "/x"), key(&mut b, 1, "", "h/x"));
-        assert_eq!(key(&mut a, 1, "h", "/x"), key(&mut b, 1, "h", "/x"));
+    fn entries_are_kept_apart_by_route_host_and_path() {
+        let e = entry();
+        put(1, "", "/a.txt", &e);
+        put(1, "h", "/a.txt", &e);
+        assert!(get(1, "", "/a.txt").is_some_and(|got| Arc::ptr_eq(&got, &e)));
+        assert!(get(2, "", "/a.txt").is_none());
+        assert!(get(1, "", "/a.tx").is_none());
+        assert!(get(1, "h", "/a.txt").is_some());
+        // Put again: replaced, not held twice.
+        put(1, "", "/a.txt", &e);
+        let count = |f: &Front| (f.entries, f.map.get("/a.txt").map_or(0, Vec::len));
+        assert_eq!(FRONT.with_borrow(count), (2, 2));
+        remove(1, "", "/a.txt");
+        assert!(get(1, "", "/a.txt").is_none());
+        assert!(get(1, "h", "/a.txt").is_some());
+        remove(1, "h", "/a.txt");
+        assert_eq!(
+            FRONT.with_borrow(|f| (f.entries, f.bytes, f.map.len())),
+            (0, 0, 0)
+        );
     }
 }
