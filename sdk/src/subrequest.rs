@@ -767,6 +767,14 @@ mod tests {
         page.push_shared(&doc, 0..3);
         assert_eq!(page.pieces.len(), 3);
         assert_eq!(page.ready_now().ok().unwrap().as_slice(), b"text|<p>");
+        // More bytes than one gathered chunk: streamed, the first chunk kept in front.
+        let big = Composite::new()
+            .bytes(vec![b'x'; GATHER / 2 + 1])
+            .bytes(vec![b'y'; GATHER / 2 + 1])
+            .bytes("z");
+        let mut streamed = big.ready_now().err().unwrap();
+        assert!(matches!(poll(&mut streamed), Poll::Ready(Some(Ok(b))) if b.len() == GATHER + 2));
+        assert!(matches!(poll(&mut streamed), Poll::Ready(Some(Ok(b))) if b.as_slice() == b"z"));
         assert!(Composite::new().ready_now().ok().unwrap().is_empty());
 
         // A piece that waits: the bytes before it stay first, nothing after it goes.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
 use osprey_sdk::abi_stable::std_types::{RResult, RStr, RVec};
-use osprey_sdk::fields::{is_field_value, is_token};
+use osprey_sdk::fields::is_token;
 use osprey_sdk::subrequest::{
     ParentBox, SubrequestError, SubrequestParent, SubrequestParent_TO, SubrequestStarted,
     SubrequestTarget,
@@ -27,6 +27,7 @@ use super::{
 };
 use crate::config::Limits;
 use crate::conn::pool;
+use crate::http::header_check::{bad_target, has_control};
 use crate::http::parse::{read_host, HostRead, Span, MAX_HEADERS};
 use crate::http::HttpError;
 use crate::request_id::RequestId;
@@ -320,12 +321,12 @@ fn target_host<'p>(
 /// No bytes that would make the request line or a header say something else, and no body.
 /// (The host is checked apart, as a Host header: [`read_host`].)
 fn check_target(uri: &str, target: &SubrequestTarget) -> Result<(), &'static str> {
-    let clean = |s: &str| !s.bytes().any(|b| b <= b' ' || b == 0x7f);
-    if !uri.starts_with('/') || !clean(uri) {
+    // The request line's and a field value's rules, as a client's head is read by.
+    if !uri.starts_with('/') || bad_target(uri.as_bytes()) {
         return Err("the URI must be a path (and query) without spaces or control bytes");
     }
     for h in target.headers.iter() {
-        if !is_token(&h.name) || !is_field_value(trim_ows(&h.value)) {
+        if !is_token(&h.name) || has_control(trim_ows(&h.value).as_bytes()) {
             return Err("a header name or value is not valid");
         }
         let name = h.name.as_str();
@@ -668,6 +669,18 @@ mod tests {
         assert!(refused("a", &[]));
         assert!(refused("/a", &[("X A", "b")]));
         assert!(refused("/a", &[("X-A", "b\0")]));
+        // Every control byte and DEL, anywhere in a long URI or value; a tab only in a value.
+        for b in (0u8..0x20).chain([0x7f]) {
+            let bad = format!("/{}{}", "a".repeat(20), b as char);
+            assert!(refused(&bad, &[]), "{b:#x} in a URI");
+            let value = format!("{}{}x", "v".repeat(20), b as char);
+            assert_eq!(
+                refused("/a", &[("X-A", &value)]),
+                b != b'\t',
+                "{b:#x} in a value"
+            );
+        }
+        assert!(!refused("/caf\u{e9}?q=\u{1f426}", &[("X-A", "\u{e9}")]));
         assert!(refused("/a", &[("Content-Length", "5")]));
         assert!(refused("/a", &[("transfer-encoding", "chunked")]));
         // The limits on a client's head apply.
