@@ -6,6 +6,7 @@ mod balance;
 mod body;
 pub mod config;
 mod conn;
+mod head;
 mod health;
 mod pool;
 mod resolve;
