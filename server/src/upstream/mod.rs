@@ -18,6 +18,8 @@ mod tunnel;
 mod upkeep;
 mod wire;
 
+pub use pool::trim as trim_idle_connections;
+
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock, Weak};
