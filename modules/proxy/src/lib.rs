@@ -189,7 +189,7 @@ impl Proxy {
             }
             // The core rejected control bytes; bytes that are not UTF-8 are dropped with the header.
             if let Some(value) = h.value_str() {
-                out.push(pair(name.to_owned(), value.to_owned()));
+                out.push(pair(forwarded_name(name), value.to_owned()));
             }
         }
         // A protocol upgrade (WebSocket) asked for with `Connection: upgrade` is passed on;
@@ -214,6 +214,45 @@ impl Proxy {
         out.push(pair("Via", with_via(via)));
         out
     }
+}
+
+/// A client's header name, borrowed when it is one commonly sent, spelled as HTTP/1.1
+/// clients (or, lowercase, HTTP/2 ones) do: a copy and its free saved per header.
+fn forwarded_name(name: &str) -> HeaderText {
+    macro_rules! common {
+        ($($n:literal),*) => {
+            match name {
+                $($n => RCowStr::from($n),)*
+                _ => RCowStr::from(name.to_owned()),
+            }
+        };
+    }
+    common!(
+        "User-Agent",
+        "Accept",
+        "Accept-Encoding",
+        "Accept-Language",
+        "Cookie",
+        "Referer",
+        "Authorization",
+        "Content-Type",
+        "Cache-Control",
+        "If-None-Match",
+        "If-Modified-Since",
+        "Origin",
+        "user-agent",
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cookie",
+        "referer",
+        "authorization",
+        "content-type",
+        "cache-control",
+        "if-none-match",
+        "if-modified-since",
+        "origin"
+    )
 }
 
 /// A list header's values joined as one (`a, b`).

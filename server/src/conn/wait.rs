@@ -265,7 +265,8 @@ pub fn stop() {
     wakers.into_iter().for_each(Waker::wake);
 }
 
-/// Wake the waits whose deadline has passed and the quiet ones that can park, and refresh the thread's `Date`; runs every
+/// Wake the waits whose deadline has passed and the quiet ones that can park, refresh the
+/// thread's `Date` and close its surplus idle upstream connections; runs every
 /// [`TICK`] on each network thread.
 pub async fn sweep() {
     let mut tick = tokio::time::interval(TICK);
@@ -298,6 +299,7 @@ pub async fn sweep() {
             }
         });
         due.drain(..).for_each(Waker::wake);
+        crate::upstream::trim_idle_connections();
     }
 }
 

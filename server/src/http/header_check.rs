@@ -75,7 +75,29 @@ pub fn breaks_line(value: &[u8]) -> bool {
     found != 0
 }
 
-fn word(bytes: &[u8]) -> u64 {
+/// Whether `name` (bytes from 0x20 up: a token, say) is `lower` (lowercase letters and `-`,
+/// of the same length) in any case, eight bytes at a time: setting bit 0x20 of such a byte
+/// gives a lowercase letter only for that letter in either case, and `-` only for `-`.
+pub fn is_named(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = ONES * 0x20;
+    let n = name.len();
+    if n != lower.len() {
+        return false;
+    }
+    if n < 8 {
+        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(&name[at..]) | CASE != word(&lower[at..]) {
+            return false;
+        }
+        at += 8;
+    }
+    word(&name[n - 8..]) | CASE == word(&lower[n - 8..])
+}
+
+pub(crate) fn word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
@@ -99,11 +121,11 @@ fn short_word(t: &[u8], pad: u8) -> u64 {
     }
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
+pub(crate) const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Non-zero when a byte of `x` is less than `n` (exact as to whether one is, for n <= 128).
-fn less(x: u64, n: u8) -> u64 {
+pub(crate) fn less(x: u64, n: u8) -> u64 {
     x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS
 }
 
@@ -213,6 +235,39 @@ mod tests {
                     assert!(breaks_line(&v), "{len} {at} {bad}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn names_match_in_any_case_and_nothing_else() {
+        for lower in [
+            "te",
+            "host",
+            "upgrade",
+            "connection",
+            "keep-alive",
+            "content-length",
+            "proxy-connection",
+            "transfer-encoding",
+            "proxy-authenticate",
+        ] {
+            assert!(is_named(lower.as_bytes(), lower.as_bytes()));
+            assert!(is_named(
+                lower.to_ascii_uppercase().as_bytes(),
+                lower.as_bytes()
+            ));
+            // Any one byte changed to another token byte (or a space) no longer matches.
+            for at in 0..lower.len() {
+                for b in (0x20..0x7f).chain([0x80, 0xc1, 0xff]) {
+                    let mut name = lower.as_bytes().to_vec();
+                    if name[at].eq_ignore_ascii_case(&b) {
+                        continue;
+                    }
+                    name[at] = b;
+                    assert!(!is_named(&name, lower.as_bytes()), "{lower} {at} {b}");
+                }
+            }
+            assert!(!is_named(&lower.as_bytes()[1..], lower.as_bytes()));
         }
     }
 }

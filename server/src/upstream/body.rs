@@ -12,8 +12,8 @@ use osprey_sdk::abi_stable::std_types::{ROption, RResult, RString, RVec};
 use osprey_sdk::{BodyStream, FfiContext, FfiPoll};
 use tokio::time::{Instant, Sleep};
 
+use super::head::UpstreamFraming;
 use super::state::{ActiveGuard, ServerState};
-use super::wire::UpstreamFraming;
 use super::{pool, Backend};
 use crate::http::chunked::Decoder;
 

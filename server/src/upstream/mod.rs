@@ -6,6 +6,7 @@ mod balance;
 mod body;
 pub mod config;
 mod conn;
+mod head;
 mod health;
 mod pool;
 mod resolve;
@@ -16,6 +17,8 @@ mod tls;
 mod tunnel;
 mod upkeep;
 mod wire;
+
+pub use pool::trim as trim_idle_connections;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};

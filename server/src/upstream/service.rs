@@ -1,6 +1,7 @@
 //! One proxied request: choose a server, take a pooled connection or connect, send, read the
 //! response head; on failure try another server where that is safe.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::task::Poll;
@@ -11,9 +12,10 @@ use tokio::net::TcpStream;
 
 use super::body::{LengthOnly, UpstreamBody};
 use super::conn::Conn;
+use super::head::{self, Parsed, RespHead, UpstreamFraming};
 use super::send_body::{BodyFail, StreamedBody};
 use super::state::{ActiveGuard, ServerState};
-use super::wire::{self, Encoded, Parsed, RespHead, UpstreamFraming};
+use super::wire::Encoded;
 use super::{pool, Backend};
 use crate::conn::wait::{Deadline, Waiting};
 
@@ -204,7 +206,9 @@ async fn attempt(
             Err(f) => return Err(f),
         }
     }
-    let stream = match connect(backend, server).await {
+    // Boxed: a new connection (and its TLS handshake) is the rare path, and its future
+    // would otherwise swell the one boxed for every proxied request.
+    let stream = match Box::pin(connect(backend, server)).await {
         Ok(stream) => stream,
         Err(f) => {
             if server.named && !matches!(f, Fail::Tls(_)) {
@@ -266,17 +270,31 @@ async fn exchange(
         // TLS: what the session still holds goes out now.
         stream.flush().await.map_err(Fail::Send)
     };
-    tokio::time::timeout(backend.send_timeout, send)
-        .await
-        .map_err(|_| Fail::SendTimeout)??;
+    // A request the socket takes at once (the common case) needs no timer.
+    let mut send = std::pin::pin!(send);
+    let sent = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+    match sent {
+        Poll::Ready(sent) => sent?,
+        Poll::Pending => tokio::time::timeout(backend.send_timeout, send)
+            .await
+            .map_err(|_| Fail::SendTimeout)??,
+    }
     // Reused per network thread: a fresh 8 KiB for every proxied request cost ~490 instructions.
     let mut buf = crate::conn::pool::take_buffer();
     let mut got_bytes = false;
     if let Some(body) = streamed {
         // Read from the client only now, so that `100 Continue` goes out once the upstream
         // connection is there to take the body.
-        let early =
-            send_watching(backend, &mut stream, body, req, &mut buf, &mut got_bytes).await?;
+        // Boxed, as `connect` is: most requests have no streamed body.
+        let early = Box::pin(send_watching(
+            backend,
+            &mut stream,
+            body,
+            req,
+            &mut buf,
+            &mut got_bytes,
+        ))
+        .await?;
         if let Some(head) = early {
             return Ok(Exchanged {
                 stream,
@@ -337,7 +355,7 @@ async fn read_within(
 /// responses before it are dropped.
 fn take_head(buf: &mut Vec<u8>, req: &Encoded) -> Result<Option<RespHead>, Fail> {
     while !buf.is_empty() {
-        match wire::parse_response(buf, req.head_request, req.upgrade).map_err(Fail::Protocol)? {
+        match head::parse_response(buf, req.head_request, req.upgrade).map_err(Fail::Protocol)? {
             Parsed::Partial => break,
             Parsed::Interim(n) => {
                 buf.drain(..n);
@@ -497,7 +515,7 @@ pub async fn check(backend: &Backend, server: &ServerState, path: &str) -> Resul
         {
             return Err("connection closed before a response".into());
         }
-        match wire::parse_response(&buf, false, false)? {
+        match head::parse_response(&buf, false, false)? {
             Parsed::Partial => {}
             Parsed::Interim(n) => {
                 buf.drain(..n);

@@ -1,75 +1,37 @@
-//! The upstream side of HTTP/1.1: encoding the request, parsing the response head strictly
-//! (RFC 9112: no CL+TE, one `chunked` coding at most, agreeing Content-Lengths, bounded size).
+//! The upstream side of HTTP/1.1: encoding the request (the response head is read by `head`).
 
-use osprey_sdk::abi_stable::std_types::RCowStr;
 use osprey_sdk::fields::is_token_byte;
-use osprey_sdk::{HeaderPair, UpstreamRequest};
+use osprey_sdk::UpstreamRequest;
+
+use crate::http::header_check::is_named;
 
 use super::send_body::StreamedBody;
-use crate::http::parse::parse_length;
 
-/// Response heads larger than this are refused (502).
-pub const MAX_HEAD: usize = 64 * 1024;
-const MAX_HEADERS: usize = 128;
+/// What a request header from the module is to the service.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Sent as it is.
+    Other,
+    Host,
+    Upgrade,
+    /// Written by the service itself (framing), or about the client connection only.
+    Own,
+}
 
-/// Request headers the service writes itself, or that describe the client connection only.
-const REQUEST_FRAMING: &[&str] = &[
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "expect",
-];
-
-/// Hop-by-hop response headers (RFC 9110 7.6.1) and the framing the core redoes.
-const RESPONSE_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    // Not hop-by-hop, but not passed on, as nginx's `proxy_hide_header` defaults: the core
-    // writes its own `Date` (and `Server`, unless the module sets one).
-    "date",
-    "server",
-];
-
-/// Response header names as they are commonly spelled: one of these is borrowed, not copied.
-const COMMON_NAMES: &[&str] = &[
-    "Content-Type",
-    "Cache-Control",
-    "Last-Modified",
-    "ETag",
-    "Expires",
-    "Set-Cookie",
-    "Location",
-    "Vary",
-    "Content-Encoding",
-    "Accept-Ranges",
-    "Content-Range",
-    "Age",
-    "Via",
-    "content-type",
-    "cache-control",
-    "last-modified",
-    "etag",
-    "set-cookie",
-    "location",
-    "vary",
-    "content-encoding",
-];
-
-fn header_name(name: &str) -> RCowStr<'static> {
-    match COMMON_NAMES.iter().find(|n| **n == name) {
-        Some(n) => RCowStr::from(*n),
-        None => RCowStr::from(name.to_owned()),
+/// A header's class, by its length first: every header of every request goes through here.
+fn class(name: &str) -> Class {
+    let is = |lower: &str| is_named(name.as_bytes(), lower.as_bytes());
+    match name.len() {
+        2 if is("te") => Class::Own,
+        4 if is("host") => Class::Host,
+        6 if is("expect") => Class::Own,
+        7 if is("upgrade") => Class::Upgrade,
+        7 if is("trailer") => Class::Own,
+        10 if is("connection") || is("keep-alive") => Class::Own,
+        14 if is("content-length") => Class::Own,
+        16 if is("proxy-connection") => Class::Own,
+        17 if is("transfer-encoding") => Class::Own,
+        _ => Class::Other,
     }
 }
 
@@ -130,7 +92,7 @@ impl Encoded {
         let has_host = req
             .headers
             .iter()
-            .any(|h| h.name.eq_ignore_ascii_case("host"));
+            .any(|h| is_named(h.name.as_bytes(), b"host"));
         if !has_host {
             push_header(&mut wire, "Host", host);
         }
@@ -144,22 +106,16 @@ impl Encoded {
             if crate::http::encode::invalid_header(h) {
                 return Err("bad request header");
             }
-            if REQUEST_FRAMING.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                continue;
+            // The first `Upgrade` and the first `Host` only.
+            let seen = match class(name) {
+                Class::Other => false,
+                Class::Own => true,
+                Class::Upgrade => std::mem::replace(&mut upgrade, true),
+                Class::Host => std::mem::replace(&mut host_seen, true),
+            };
+            if !seen {
+                push_header(rest, name, h.value.as_str());
             }
-            if name.eq_ignore_ascii_case("upgrade") {
-                if upgrade {
-                    continue;
-                }
-                upgrade = true;
-            }
-            if name.eq_ignore_ascii_case("host") {
-                if host_seen {
-                    continue;
-                }
-                host_seen = true;
-            }
-            push_header(rest, name, h.value.as_str());
         }
         let streamed = req
             .body_stream
@@ -228,227 +184,11 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// How the response body is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamFraming {
-    /// No body (HEAD, 1xx, 204, 304).
-    None,
-    Length(u64),
-    Chunked,
-    /// Until the upstream closes.
-    Close,
-}
-
-#[derive(Debug)]
-pub struct RespHead {
-    pub status: u16,
-    /// End-to-end headers only.
-    pub headers: Vec<HeaderPair>,
-    pub framing: UpstreamFraming,
-    /// The Content-Length the upstream declared (also for HEAD).
-    pub declared_len: Option<u64>,
-    /// The connection may serve another request after this response.
-    pub keep_alive: bool,
-    /// Bytes of the head.
-    pub len: usize,
-}
-
-#[derive(Debug)]
-pub enum Parsed {
-    Partial,
-    /// An interim (1xx) response of this many bytes, to skip.
-    Interim(usize),
-    Head(RespHead),
-}
-
-/// Parse a response head at the start of `buf`. A 101 is accepted only when the request asked
-/// for an upgrade.
-pub fn parse_response(
-    buf: &[u8],
-    head_request: bool,
-    upgrade: bool,
-) -> Result<Parsed, &'static str> {
-    // Left uninitialised: zeroing 128 headers cost more than parsing a small head.
-    let mut raw = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut []);
-    let parsed = httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut resp, buf, &mut raw);
-    let len = match parsed {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return Err("response head too large")
-        }
-        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
-        Err(httparse::Error::TooManyHeaders) => return Err("too many response headers"),
-        Err(_) => return Err("malformed response head"),
-    };
-    if len > MAX_HEAD {
-        return Err("response head too large");
-    }
-    let status = resp.code.unwrap_or(0);
-    let minor = resp.version.unwrap_or(1);
-    if !(100..=999).contains(&status) {
-        return Err("bad response status");
-    }
-    let switching = status == 101;
-    if switching && !upgrade {
-        return Err("a protocol switch that was not asked for");
-    }
-    if status < 200 && !switching {
-        return Ok(Parsed::Interim(len));
-    }
-    let mut content_length: Option<u64> = None;
-    let mut chunked = false;
-    let mut keep_alive = minor == 1;
-    let mut connection_tokens: Vec<String> = Vec::new();
-    for h in resp.headers.iter() {
-        let name = h.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            let n = parse_length(h.value.trim_ascii())
-                .map_err(|_| "bad Content-Length in the response")?;
-            if content_length.is_some_and(|old| old != n) {
-                return Err("conflicting Content-Length headers in the response");
-            }
-            content_length = Some(n);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            if chunked || !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-                return Err("unsupported Transfer-Encoding in the response");
-            }
-            chunked = true;
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    keep_alive = false;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    keep_alive |= minor == 0;
-                } else if !token.is_empty() {
-                    connection_tokens.push(String::from_utf8_lossy(token).to_ascii_lowercase());
-                }
-            }
-        }
-    }
-    if chunked && content_length.is_some() {
-        return Err("both Content-Length and Transfer-Encoding in the response");
-    }
-    if chunked && minor == 0 {
-        return Err("Transfer-Encoding in an HTTP/1.0 response");
-    }
-    let framing = if switching {
-        keep_alive = false;
-        UpstreamFraming::None
-    } else if head_request || status == 204 || status == 304 {
-        UpstreamFraming::None
-    } else if chunked {
-        UpstreamFraming::Chunked
-    } else if let Some(n) = content_length {
-        UpstreamFraming::Length(n)
-    } else {
-        keep_alive = false;
-        UpstreamFraming::Close
-    };
-    let headers = resp
-        .headers
-        .iter()
-        .filter(|h| {
-            // A 101 keeps its `Upgrade`: it names the protocol switched to.
-            (switching && h.name.eq_ignore_ascii_case("upgrade"))
-                || !RESPONSE_HOP.iter().any(|n| n.eq_ignore_ascii_case(h.name))
-                    && !connection_tokens
-                        .iter()
-                        .any(|t| t.eq_ignore_ascii_case(h.name))
-        })
-        .map(|h| {
-            HeaderPair::new(
-                header_name(h.name),
-                RCowStr::from(String::from_utf8_lossy(h.value).trim().to_owned()),
-            )
-        })
-        .collect();
-    Ok(Parsed::Head(RespHead {
-        status,
-        headers,
-        framing,
-        declared_len: content_length,
-        keep_alive,
-        len,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use osprey_sdk::abi_stable::std_types::{RString, RVec};
-
-    fn head(raw: &[u8]) -> RespHead {
-        match parse_response(raw, false, false).unwrap() {
-            Parsed::Head(h) => h,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn frames_responses() {
-        let h = head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: x-foo\r\nX-Foo: 1\r\nKeep-Alive: t=5\r\nX-Bar: 2\r\n\r\nhello");
-        assert_eq!(h.framing, UpstreamFraming::Length(5));
-        assert!(h.keep_alive);
-        let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
-        assert_eq!(names, ["X-Bar"]);
-        assert_eq!(
-            head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").framing,
-            UpstreamFraming::Chunked
-        );
-        let close = head(b"HTTP/1.1 200 OK\r\n\r\n");
-        assert_eq!(
-            (close.framing, close.keep_alive),
-            (UpstreamFraming::Close, false)
-        );
-        assert!(!head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n").keep_alive);
-        assert!(
-            head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\n")
-                .keep_alive
-        );
-        assert_eq!(
-            head(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n").framing,
-            UpstreamFraming::None
-        );
-        assert!(matches!(
-            parse_response(b"HTTP/1.1 100 Continue\r\n\r\n", false, false),
-            Ok(Parsed::Interim(25))
-        ));
-        assert!(matches!(
-            parse_response(b"HTTP/1.1 200 OK\r\n", false, false),
-            Ok(Parsed::Partial)
-        ));
-    }
-
-    #[test]
-    fn drops_every_hop_by_hop_response_header_in_any_case() {
-        let h = head(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nTE: x\r\nDATE: x\r\nserver: x\r\nTrailer: x\r\nUpgrade: x\r\nConnection: keep-alive\r\nKeep-Alive: x\r\nProxy-Connection: x\r\nPROXY-AUTHENTICATE: x\r\nX-Kept: 1\r\nServer-Timing: x\r\nContent-Type: text/plain\r\n\r\n");
-        let names: Vec<_> = h.headers.iter().map(|h| h.name.to_string()).collect();
-        assert_eq!(names, ["X-Kept", "Server-Timing", "Content-Type"]);
-    }
-
-    #[test]
-    fn rejects_ambiguous_responses() {
-        for raw in [
-            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
-            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
-            b"HTTP/1.1 2000 OK\r\n\r\n",
-            b"HTTX/1.1 200 OK\r\n\r\n",
-        ] {
-            assert!(
-                parse_response(raw, false, false).is_err(),
-                "{}",
-                String::from_utf8_lossy(raw)
-            );
-        }
-    }
+    use osprey_sdk::HeaderPair;
 
     #[test]
     fn encodes_requests_with_own_framing() {
