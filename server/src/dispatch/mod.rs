@@ -243,6 +243,16 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             crate::stats::count_module(route.stat);
             return Routed::Answered(ex);
         }
+        if route.plain {
+            match route::run_plain(site, &mut ex, at) {
+                route::Plain::Answered => {
+                    crate::stats::count_module(route.stat);
+                    return Routed::Answered(ex);
+                }
+                route::Plain::Declined => continue,
+                route::Plain::Stopped(run) => return Routed::waits(ex, routing, run),
+            }
+        }
         if route.filters.is_empty() && route.mode == Mode::Worker {
             // Straight to the pool: no request view is built on this thread.
             let run = RouteRun::pooled(at);
