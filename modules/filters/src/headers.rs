@@ -51,6 +51,8 @@ struct Expires {
 
 /// Headers are checked and encoded once, here: answers carry them without a copy or a check.
 pub struct Headers {
+    /// `Expires`, whose value is formatted per second.
+    expires_name: &'static FixedHeader,
     add: Vec<&'static FixedHeader>,
     set: Vec<&'static FixedHeader>,
     remove: Vec<String>,
@@ -83,6 +85,7 @@ impl Headers {
             }
         }
         Ok(Headers {
+            expires_name: FixedHeader::new("Expires", "").expect("a header name"),
             add,
             set,
             remove: conf.remove,
@@ -155,19 +158,13 @@ impl Filter for Headers {
             status_ok && (r.types.is_empty() || r.types.iter().any(|t| type_matches(t, media())))
         });
         if let Some(rule) = rule {
-            let expires = expires_name();
+            let expires = self.expires_name;
             // Both replaced in one pass over the headers.
             resp.remove_headers(&[rule.cache_control.name(), expires.name()]);
             resp.fixed_header(rule.cache_control)
                 .header_named(expires, expires_at(rule.max_age));
         }
     }
-}
-
-/// `Expires`, whose value is formatted per second.
-fn expires_name() -> &'static FixedHeader {
-    static NAME: std::sync::OnceLock<&'static FixedHeader> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| FixedHeader::new("Expires", "").expect("a header name"))
 }
 
 /// The last year an HTTP date can show.
