@@ -48,10 +48,14 @@ impl RouteFilter {
         self.wants.contains(step)
     }
 
-    /// Its steps are inline `before` and `after` only (`cache_key` too, unless a filter of
-    /// the route reads the key, `keyed`, which is not plain).
+    /// Its steps are inline `before`, `request_headers` and `after` only (`cache_key` too,
+    /// unless a filter of the route reads the key, `keyed`, which is not plain).
     fn plain(&self) -> bool {
-        let plain = Wants::BEFORE | Wants::BEFORE_OPTIONS | Wants::AFTER | Wants::CACHE_KEY;
+        let plain = Wants::BEFORE
+            | Wants::BEFORE_OPTIONS
+            | Wants::REQUEST_HEADERS
+            | Wants::AFTER
+            | Wants::CACHE_KEY;
         plain.contains(self.wants)
     }
 
@@ -79,8 +83,8 @@ pub struct Route {
     _idle: Vec<FilterBox>,
     /// Some filter reads the cache key: it is built for every request.
     pub keyed: bool,
-    /// Filters with inline `before`/`after` steps only, none reading the key, around an
-    /// inline handler: run without a `RouteRun` (`dispatch::route::run_plain`).
+    /// Filters with inline `before`/`request_headers`/`after` steps only, none reading the
+    /// key, around an inline handler: run without a `RouteRun` (`dispatch::route::run_plain`).
     pub plain: bool,
     pub max_body: Option<u64>,
     /// Where requests this route answers are counted (`stats::module_slot`).

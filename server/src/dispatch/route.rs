@@ -149,6 +149,25 @@ impl<'a> RouteRun<'a> {
         }
     }
 
+    /// The run of a plain route (`run_plain`) whose filter `i` set request headers `set`: on
+    /// from the next filter, on a view with them.
+    pub fn after_headers(
+        site: Site<'a>,
+        ex: &mut Exchange,
+        i: usize,
+        set: RVec<HeaderPair>,
+    ) -> RouteRun<'a> {
+        ex.extra.extend(set);
+        RouteRun {
+            filters: &site.route().filters[..],
+            key: String::new(),
+            phase: Phase::Before(i + 1),
+            counted: true,
+            unrouted: None,
+            waited: 0,
+        }
+    }
+
     /// Hand the run over to wait (the filters stay pending).
     pub fn suspend(mut self, at: (usize, usize), blocked: Blocked) -> (Suspended, Option<Routing>) {
         let suspended = Suspended {
@@ -403,12 +422,15 @@ pub enum Plain {
     Declined,
     /// A filter's `Wait` or an asynchronous answer: the rest is a [`RouteRun`]'s.
     Stopped(Suspended),
+    /// Filter `i` set request headers: the rest needs a request view with them, a
+    /// [`RouteRun`]'s from the next filter ([`RouteRun::after_headers`]).
+    SetHeaders(usize, RVec<HeaderPair>),
 }
 
-/// The run of a `plain` route (`Route::plain`: inline `before`/`after` steps only, no key,
-/// an inline handler), the common filtered one, on one request view and without a
-/// [`RouteRun`]: it has no phase to keep unless it stops, and then hands over to one at
-/// the same step. (Its filters want no `cancel`, and no request headers need a new view.)
+/// The run of a `plain` route (`Route::plain`: inline `before`/`request_headers`/`after`
+/// steps only, no key, an inline handler), the common filtered one, on one request view and
+/// without a [`RouteRun`]: it has no phase to keep unless it stops or a filter sets request
+/// headers, and then hands over to one at the same step. (Its filters want no `cancel`.)
 pub fn run_plain(site: Site<'_>, ex: &mut Exchange, at: (usize, usize)) -> Plain {
     let route = site.route();
     let filters = &route.filters[..];
@@ -416,10 +438,18 @@ pub fn run_plain(site: Site<'_>, ex: &mut Exchange, at: (usize, usize)) -> Plain
     site.view(ex, |req, resp| {
         let (method, key) = (req.method.as_str(), RStr::from_str(""));
         for (i, f) in filters.iter().enumerate() {
-            if !f.before_for(method) {
-                continue;
-            }
-            match f.filter.before(req, key, resp) {
+            let step = match f.before_for(method) {
+                true => f.filter.before(req, key, resp),
+                false => Step::Continue,
+            };
+            match step {
+                Step::Continue if f.wants(Wants::REQUEST_HEADERS) => {
+                    let mut set = RVec::new();
+                    f.filter.request_headers(req, key, &mut set);
+                    if !set.is_empty() {
+                        return Plain::SetHeaders(i, set);
+                    }
+                }
                 Step::Continue => {}
                 Step::Respond => return afters(&filters[..i], req, resp),
                 Step::Wait => {
