@@ -15,6 +15,10 @@ const CONFIG: &str = r#"{
      "filters": [{"type": "steps", "name": "undeclared"}]},
     {"prefix": "/declared", "handler": "text", "text": "hi",
      "filters": [{"type": "steps", "name": "declared", "wants": ["after"]}]},
+    {"prefix": "/preflight-only", "handler": "text", "text": "hi",
+     "filters": [{"type": "steps", "name": "preflight-only", "wants": ["before_options", "after"]}]},
+    {"prefix": "/plain-async", "handler": "async",
+     "filters": [{"type": "steps", "name": "plain-async", "wants": ["before", "request_headers", "after"]}]},
     {"prefix": "/idle", "handler": "text", "text": "hi",
      "filters": [{"type": "steps", "name": "idle", "wants": []}]},
     {"prefix": "/keyed", "handler": "text", "text": "hi",
@@ -60,6 +64,32 @@ fn an_after_only_filter_runs_after_and_no_other_step() {
     assert_eq!(
         report(&srv, "after-only"),
         "after-only cache_key=0 before_mode=0 before=0 request_headers=0 cancel=0 after_mode=0 after=3"
+    );
+}
+
+#[test]
+fn a_before_for_options_only_is_called_for_options_only() {
+    let srv = Server::start(CONFIG);
+    for method in ["GET", "POST", "OPTIONS", "GET"] {
+        let raw = format!("{method} /preflight-only HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let r = Response::parse(srv.raw(raw.as_bytes()).as_bytes());
+        assert_eq!(r.header("x-steps-preflight-only"), Some("done"), "{method}");
+    }
+    assert_eq!(
+        report(&srv, "preflight-only"),
+        "preflight-only cache_key=0 before_mode=0 before=1 request_headers=0 cancel=0 after_mode=0 after=4"
+    );
+}
+
+#[test]
+fn inline_filters_around_an_asynchronous_answer_take_each_step_once() {
+    let srv = Server::start(CONFIG);
+    let r = srv.get("/plain-async");
+    assert_eq!(r.text(), "async answer for /plain-async");
+    assert_eq!(r.header("x-steps-plain-async"), Some("done"));
+    assert_eq!(
+        report(&srv, "plain-async"),
+        "plain-async cache_key=0 before_mode=0 before=1 request_headers=1 cancel=0 after_mode=0 after=1"
     );
 }
 

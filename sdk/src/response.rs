@@ -254,6 +254,7 @@ impl Response {
     }
 
     /// Add a header fixed by the configuration: no copy, no check per request.
+    #[inline]
     pub fn fixed_header(&mut self, header: &'static FixedHeader) -> &mut Self {
         self.headers.push(header.pair());
         self
@@ -267,6 +268,7 @@ impl Response {
 
     /// Add a header whose name is fixed by the configuration (`name`, made with an empty
     /// value) and whose value is this answer's: the core checks the value, not the name.
+    #[inline]
     pub fn header_named(
         &mut self,
         name: &'static FixedHeader,
@@ -308,20 +310,24 @@ impl Response {
 
     /// Remove every header with one of these names, in one pass over the list (each
     /// [`remove_header`](Response::remove_header) rebuilds it).
+    // Inline: usually there is none to remove (`set_header` of a new name), and the look
+    // costs less than a call.
+    #[inline]
     pub fn remove_headers(&mut self, names: &[&str]) -> &mut Self {
-        let named = |h: &HeaderPair| {
-            let name = h.name.as_str();
-            names.iter().any(|n| same_name(name, n))
-        };
-        // Usually there is none to remove (`set_header` of a new name): only look.
-        let Some(first) = self.headers.iter().position(named) else {
-            return self;
-        };
+        match self.headers.iter().position(|h| named(h, names)) {
+            Some(first) => self.remove_from(first, names),
+            None => self,
+        }
+    }
+
+    /// [`remove_headers`](Response::remove_headers) from the first header to remove.
+    #[inline(never)]
+    fn remove_from(&mut self, first: usize, names: &[&str]) -> &mut Self {
         // Kept headers slide down over the removed ones, in order (`RVec::retain` goes
         // through a drain, several times slower); the removed end up past `kept`.
         let mut kept = first;
         for i in first + 1..self.headers.len() {
-            if !named(&self.headers[i]) {
+            if !named(&self.headers[i], names) {
                 self.headers.swap(kept, i);
                 kept += 1;
             }
@@ -387,6 +393,13 @@ impl Response {
             .set_header("Location", location.to_owned())
             .html(format!("<a href=\"{escaped}\">{escaped}</a>\n"))
     }
+}
+
+/// Whether the header has one of these names (case-insensitive).
+#[inline]
+fn named(h: &HeaderPair, names: &[&str]) -> bool {
+    let name = h.name.as_str();
+    names.iter().any(|n| same_name(name, n))
 }
 
 #[cfg(test)]

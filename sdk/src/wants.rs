@@ -32,6 +32,10 @@ impl Wants {
     pub const AFTER: Wants = Wants(1 << 7);
     /// Every step: the default, and what a module built before `wants` existed gets.
     pub const ALL: Wants = Wants((1 << 8) - 1);
+    /// `before` for `OPTIONS` requests only (a CORS preflight): every other request goes on
+    /// (`Continue`) without the call. [`BEFORE`](Wants::BEFORE) takes precedence. (Read by
+    /// the servers of this SDK version on; an older one never calls such a `before`.)
+    pub const BEFORE_OPTIONS: Wants = Wants(1 << 8);
 
     /// Whether every step of `other` is in this set.
     pub const fn contains(self, other: Wants) -> bool {
@@ -57,7 +61,9 @@ impl Wants {
     /// `cache_key` only while a key is built.
     pub const fn effective(self) -> Wants {
         let mut w = self;
-        if !w.contains(Wants::BEFORE) {
+        if w.contains(Wants::BEFORE) {
+            w = w.without(Wants::BEFORE_OPTIONS);
+        } else if !w.contains(Wants::BEFORE_OPTIONS) {
             w = w.without(Wants::BEFORE_MODE);
         }
         if !w.contains(Wants::AFTER) {
@@ -86,5 +92,11 @@ mod tests {
         assert!(!Wants::AFTER.contains(Wants::BEFORE));
         assert!(Wants::NONE.effective().is_empty());
         assert_eq!(Wants::ALL.effective(), Wants::ALL);
+        let preflight = Wants::BEFORE_OPTIONS | Wants::BEFORE_MODE;
+        assert_eq!(preflight.effective(), preflight);
+        assert_eq!(
+            (preflight | Wants::BEFORE).effective(),
+            Wants::BEFORE | Wants::BEFORE_MODE
+        );
     }
 }

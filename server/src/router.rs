@@ -47,6 +47,24 @@ impl RouteFilter {
     pub fn wants(&self, step: Wants) -> bool {
         self.wants.contains(step)
     }
+
+    /// Its steps are inline `before`, `request_headers` and `after` only (`cache_key` too,
+    /// unless a filter of the route reads the key, `keyed`, which is not plain).
+    fn plain(&self) -> bool {
+        let plain = Wants::BEFORE
+            | Wants::BEFORE_OPTIONS
+            | Wants::REQUEST_HEADERS
+            | Wants::AFTER
+            | Wants::CACHE_KEY;
+        plain.contains(self.wants)
+    }
+
+    /// Whether `before` runs for a request with this method (`Wants::BEFORE_OPTIONS`: only
+    /// for a preflight's `OPTIONS`).
+    #[inline]
+    pub fn before_for(&self, method: &str) -> bool {
+        self.wants(Wants::BEFORE) || self.wants(Wants::BEFORE_OPTIONS) && method == "OPTIONS"
+    }
 }
 
 pub struct Route {
@@ -65,6 +83,9 @@ pub struct Route {
     _idle: Vec<FilterBox>,
     /// Some filter reads the cache key: it is built for every request.
     pub keyed: bool,
+    /// Filters with inline `before`/`request_headers`/`after` steps only, none reading the
+    /// key, around an inline handler: run without a `RouteRun` (`dispatch::route::run_plain`).
+    pub plain: bool,
     pub max_body: Option<u64>,
     /// Where requests this route answers are counted (`stats::module_slot`).
     pub stat: usize,
@@ -150,6 +171,7 @@ impl Router {
                     false => filters.push(RouteFilter { filter, wants }),
                 }
             }
+            let plain = handler.mode() == Mode::Inline && filters.iter().all(RouteFilter::plain);
             let secure = match (core.secure_only, core.insecure_only) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
@@ -164,6 +186,7 @@ impl Router {
                 streams_body: handler.streams_request_body(),
                 handler,
                 keyed: filters.iter().any(|f| f.wants(Wants::KEY)),
+                plain,
                 filters,
                 _idle: idle,
                 max_body: core.max_body_size,

@@ -118,21 +118,48 @@ impl Cors {
         origin_host(origin).is_some_and(|host| self.hosts.iter().any(|p| host_matches(p, host)))
     }
 
-    /// The headers every answer to an allowed origin carries.
-    fn allow(&self, (origin, kept): Allowed<'_>, resp: &mut Response) {
-        match kept {
-            Some(header) => resp.set_fixed_header(header),
-            None => resp.set_header_named(self.allow_origin, origin.to_owned()),
+    /// The headers every answer to an allowed origin carries; `replace`: the answer may have
+    /// some of them already (else they are only added).
+    fn allow(&self, (origin, kept): Allowed<'_>, resp: &mut Response, replace: bool) {
+        match (kept, replace) {
+            (Some(header), true) => resp.set_fixed_header(header),
+            (Some(header), false) => resp.fixed_header(header),
+            (None, true) => resp.set_header_named(self.allow_origin, origin.to_owned()),
+            (None, false) => resp.header_named(self.allow_origin, origin.to_owned()),
         };
         if let Some(credentials) = self.credentials {
-            resp.set_fixed_header(credentials);
+            put(resp, credentials, replace);
         }
     }
 }
 
+/// Add `header`, or with `replace` put it in place of any of its name.
+fn put(resp: &mut Response, header: &'static FixedHeader, replace: bool) {
+    match replace {
+        true => resp.set_fixed_header(header),
+        false => resp.fixed_header(header),
+    };
+}
+
+/// What one look over an answer's headers finds: a `Vary` to extend, and a CORS response
+/// header (`Access-Control-…`) this filter must replace rather than add. Most answers have
+/// neither, and then each header this filter sends is only added (no other walk of the list).
+fn scan(resp: &Response) -> (bool, bool) {
+    let (mut vary, mut cors) = (false, false);
+    for h in resp.headers.iter() {
+        let name = h.name.as_str().as_bytes();
+        match name.len() {
+            4 => vary |= name.eq_ignore_ascii_case(b"vary"),
+            len => cors |= len > 15 && name[..15].eq_ignore_ascii_case(b"access-control-"),
+        }
+    }
+    (vary, cors)
+}
+
 impl Filter for Cors {
+    /// `before` only for `OPTIONS`: no call for any other request.
     fn wants(&self) -> Wants {
-        Wants::CACHE_KEY | Wants::BEFORE | Wants::AFTER
+        Wants::CACHE_KEY | Wants::BEFORE_OPTIONS | Wants::AFTER
     }
 
     /// Answers differ by allowed origin: a cache further in keeps them apart.
@@ -152,7 +179,7 @@ impl Filter for Cors {
         };
         resp.status(204);
         add_fixed_vary(resp, self.vary);
-        self.allow(allowed, resp);
+        self.allow(allowed, resp, true);
         resp.set_fixed_header(self.methods);
         if let Some(headers) = self.headers {
             resp.set_fixed_header(headers);
@@ -167,13 +194,17 @@ impl Filter for Cors {
 
     /// Every answer, error pages included, so callers see real statuses.
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        add_fixed_vary(resp, self.vary);
+        let (vary, replace) = scan(resp);
+        match vary {
+            true => add_fixed_vary(resp, self.vary),
+            false => put(resp, self.vary, false),
+        }
         let Some(allowed) = self.allowed_origin(req) else {
             return;
         };
-        self.allow(allowed, resp);
+        self.allow(allowed, resp, replace);
         if let Some(expose) = self.expose {
-            resp.set_fixed_header(expose);
+            put(resp, expose, replace);
         }
     }
 }
@@ -312,6 +343,42 @@ mod tests {
             .collect();
         assert!(many.last().unwrap().is_none());
         assert!(kept_allow_origin("https://kept.example.com").is_some());
+    }
+
+    #[test]
+    fn after_replaces_cors_headers_and_extends_vary() {
+        let cors = Cors::new(r#"{"allow_hosts": ["a.com"], "allow_credentials": true}"#).unwrap();
+        let after = |resp: &mut Response| {
+            osprey_sdk::testing::TestRequest::get("/")
+                .header("Origin", "https://a.com")
+                .with_view(|r| cors.after(r, "", resp))
+        };
+        // Neither: each added once.
+        let mut r = Response::new();
+        r.header("Content-Type", "text/plain");
+        after(&mut r);
+        assert_eq!(r.get_header("vary"), Some("Origin"));
+        assert_eq!(
+            r.get_header("access-control-allow-origin"),
+            Some("https://a.com")
+        );
+        assert_eq!(r.headers.len(), 4);
+        // The handler's own: replaced, and its Vary extended.
+        let mut r = Response::new();
+        r.header("Vary", "Accept")
+            .header("Access-Control-Allow-Origin", "*")
+            .header("access-control-allow-credentials", "false");
+        after(&mut r);
+        assert_eq!(r.get_header("vary"), Some("Accept, Origin"));
+        assert_eq!(
+            r.get_header("access-control-allow-origin"),
+            Some("https://a.com")
+        );
+        assert_eq!(
+            r.get_header("access-control-allow-credentials"),
+            Some("true")
+        );
+        assert_eq!(r.headers.len(), 3);
     }
 
     #[test]

@@ -88,10 +88,12 @@ pub fn run(filters: &[&FilterBox], handler: &impl Answers, req: &TestRequest) ->
     let mut answered_by = None;
     for (i, (f, w)) in filters.iter().zip(&wants).enumerate() {
         let mut step = Step::Continue;
+        let before = w.contains(Wants::BEFORE)
+            || w.contains(Wants::BEFORE_OPTIONS) && req.method == "OPTIONS";
         // The core asks again after each wait, giving up after a minute; a test gives up
         // sooner with a clear failure.
         for _ in 0..100 {
-            if !w.contains(Wants::BEFORE) {
+            if !before {
                 break;
             }
             step = req.with_view(|r| f.before(r, key, &mut resp));

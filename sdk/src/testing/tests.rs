@@ -100,7 +100,16 @@ fn only_the_steps_a_filter_wants_run() {
     // Not declaring: every step, as before `wants` existed.
     let all = filter_box(Declares(Wants::ALL, calls.clone()));
     run(&[&all], &Echo, &TestRequest::get("/p"));
-    assert_eq!(calls.load(Ordering::Relaxed), 111);
+    assert_eq!(calls.swap(0, Ordering::Relaxed), 111);
+    // `before` for OPTIONS only: not called for a GET.
+    let preflight = filter_box(Declares(
+        Wants::BEFORE_OPTIONS | Wants::AFTER,
+        calls.clone(),
+    ));
+    run(&[&preflight], &Echo, &TestRequest::get("/p"));
+    assert_eq!(calls.swap(0, Ordering::Relaxed), 100);
+    run(&[&preflight], &Echo, &TestRequest::new("OPTIONS", "/p"));
+    assert_eq!(calls.load(Ordering::Relaxed), 110);
 }
 
 struct Cancels(Arc<AtomicU32>);

@@ -248,7 +248,18 @@ pub fn dispatch_now(shared: &Arc<Shared>, peer: &Arc<Peer>, mut ex: Exchange) ->
             let run = RouteRun::pooled(at);
             return Routed::waits(ex, routing, run);
         }
-        let mut run = RouteRun::new(site, &mut ex, None);
+        let mut run = match route.plain {
+            true => match route::run_plain(site, &mut ex, at) {
+                route::Plain::Answered => {
+                    crate::stats::count_module(route.stat);
+                    return Routed::Answered(ex);
+                }
+                route::Plain::Declined => continue,
+                route::Plain::Stopped(run) => return Routed::waits(ex, routing, run),
+                route::Plain::SetHeaders(i, set) => RouteRun::after_headers(site, &mut ex, i, set),
+            },
+            false => RouteRun::new(site, &mut ex, None),
+        };
         match run.advance(site, &mut ex) {
             Advanced::Answered => {
                 crate::stats::count_module(route.stat);

@@ -130,23 +130,41 @@ impl<'a> RouteRun<'a> {
 
     /// A filterless route whose handler answered asynchronously.
     pub fn later(at: (usize, usize), future: LocalFfiFuture<Reply>) -> Suspended {
-        Suspended {
-            at,
-            key: String::new(),
-            phase: Phase::Handler,
-            unrouted: false,
-            blocked: Blocked::Reply(future),
-        }
+        Self::stopped(at, Phase::Handler, Blocked::Reply(future))
     }
 
     /// A filterless route whose handler runs on the worker pool.
     pub fn pooled(at: (usize, usize)) -> Suspended {
+        Self::stopped(at, Phase::Handler, Blocked::Pool)
+    }
+
+    /// A run of a route that reads no key, stopped at `phase` by `blocked`.
+    fn stopped(at: (usize, usize), phase: Phase, blocked: Blocked) -> Suspended {
         Suspended {
             at,
             key: String::new(),
-            phase: Phase::Handler,
+            phase,
             unrouted: false,
-            blocked: Blocked::Pool,
+            blocked,
+        }
+    }
+
+    /// The run of a plain route (`run_plain`) whose filter `i` set request headers `set`: on
+    /// from the next filter, on a view with them.
+    pub fn after_headers(
+        site: Site<'a>,
+        ex: &mut Exchange,
+        i: usize,
+        set: RVec<HeaderPair>,
+    ) -> RouteRun<'a> {
+        ex.extra.extend(set);
+        RouteRun {
+            filters: &site.route().filters[..],
+            key: String::new(),
+            phase: Phase::Before(i + 1),
+            counted: true,
+            unrouted: None,
+            waited: 0,
         }
     }
 
@@ -212,11 +230,14 @@ impl<'a> RouteRun<'a> {
                 Phase::Before(i) => {
                     let f = &self.filters[i];
                     let key = RStr::from_str(&self.key);
-                    if f.wants(Wants::BEFORE_MODE) && f.filter.before_mode(req, key) == Mode::Worker
+                    let before = f.before_for(req.method.as_str());
+                    if before
+                        && f.wants(Wants::BEFORE_MODE)
+                        && f.filter.before_mode(req, key) == Mode::Worker
                     {
                         return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
                     }
-                    let step = match f.wants(Wants::BEFORE) {
+                    let step = match before {
                         true => f.filter.before(req, key, resp),
                         false => Step::Continue,
                     };
@@ -393,6 +414,69 @@ impl<'a> RouteRun<'a> {
             }
         }
     }
+}
+
+/// How far [`run_plain`] went.
+pub enum Plain {
+    Answered,
+    Declined,
+    /// A filter's `Wait` or an asynchronous answer: the rest is a [`RouteRun`]'s.
+    Stopped(Suspended),
+    /// Filter `i` set request headers: the rest needs a request view with them, a
+    /// [`RouteRun`]'s from the next filter ([`RouteRun::after_headers`]).
+    SetHeaders(usize, RVec<HeaderPair>),
+}
+
+/// The run of a `plain` route (`Route::plain`: inline `before`/`request_headers`/`after`
+/// steps only, no key, an inline handler), the common filtered one, on one request view and
+/// without a [`RouteRun`]: it has no phase to keep unless it stops or a filter sets request
+/// headers, and then hands over to one at the same step. (Its filters want no `cancel`.)
+pub fn run_plain(site: Site<'_>, ex: &mut Exchange, at: (usize, usize)) -> Plain {
+    let route = site.route();
+    let filters = &route.filters[..];
+    ex.extra.clear();
+    site.view(ex, |req, resp| {
+        let (method, key) = (req.method.as_str(), RStr::from_str(""));
+        for (i, f) in filters.iter().enumerate() {
+            let step = match f.before_for(method) {
+                true => f.filter.before(req, key, resp),
+                false => Step::Continue,
+            };
+            match step {
+                Step::Continue if f.wants(Wants::REQUEST_HEADERS) => {
+                    let mut set = RVec::new();
+                    f.filter.request_headers(req, key, &mut set);
+                    if !set.is_empty() {
+                        return Plain::SetHeaders(i, set);
+                    }
+                }
+                Step::Continue => {}
+                Step::Respond => return afters(&filters[..i], req, resp),
+                Step::Wait => {
+                    let wait = Blocked::FilterWait(i);
+                    return Plain::Stopped(RouteRun::stopped(at, Phase::Before(i), wait));
+                }
+            }
+        }
+        match handled(route.handler.handle(req, resp), resp) {
+            Handled::Answered => afters(filters, req, resp),
+            Handled::Declined => Plain::Declined,
+            Handled::Later(future) => {
+                let reply = Blocked::Reply(future);
+                Plain::Stopped(RouteRun::stopped(at, Phase::Handler, reply))
+            }
+        }
+    })
+}
+
+/// The `after` steps of a plain route's `filters`, from the last.
+fn afters(filters: &[RouteFilter], req: &Request<'_>, resp: &mut Response) -> Plain {
+    for f in filters.iter().rev() {
+        if f.wants(Wants::AFTER) {
+            f.filter.after(req, RStr::from_str(""), resp);
+        }
+    }
+    Plain::Answered
 }
 
 /// Run a route from where `run` stands (waiting first for `blocked`) to its end. Gives

@@ -42,6 +42,10 @@ impl Steps {
         let wants = match conf.wants {
             None => None,
             Some(list) => Some(list.iter().try_fold(Wants::NONE, |w, name| {
+                // `before` for OPTIONS only: its calls are counted as `before`.
+                if name == "before_options" {
+                    return Ok(w | Wants::BEFORE_OPTIONS);
+                }
                 match STEPS.iter().find(|(n, _)| n == name) {
                     Some(&(_, step)) => Ok(w | step),
                     None => Err(ConfigError::at_key(
