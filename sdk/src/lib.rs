@@ -14,6 +14,7 @@
 #![allow(non_local_definitions)]
 
 pub mod alloc;
+pub mod clock;
 pub mod config;
 pub mod cookie;
 pub mod escape;

@@ -6,6 +6,7 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
+use osprey_sdk::clock;
 use osprey_sdk::fields::{is_core_managed, is_token};
 use osprey_sdk::{parse_config, ConfigError, Filter, FixedHeader, Request, Response, Wants};
 
@@ -174,7 +175,7 @@ const LAST_HTTP_DATE: u64 = 253_402_300_799; // 9999-12-31 23:59:59
 /// `expires`. Formatted once per second and thread (for the last `max_age` asked).
 fn expires_at(max_age: i64) -> String {
     thread_local!(static LAST: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) });
-    let at = now_secs()
+    let at = clock::unix_secs()
         .saturating_add_signed(max_age)
         .min(LAST_HTTP_DATE);
     LAST.with_borrow_mut(|(secs, text)| {
@@ -184,19 +185,6 @@ fn expires_at(max_age: i64) -> String {
         }
         text.clone()
     })
-}
-
-/// The current second, from the coarse clock: a date shows whole seconds, and the coarse
-/// clock is the kernel's last tick, read without the time-stamp counter and its conversion
-/// (`SystemTime::now` and `duration_since` were ~140 instructions an answer).
-fn now_secs() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid place for the answer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0)
 }
 
 /// `image/` matches by prefix, `+json` by suffix, anything else exactly (case-insensitive;
@@ -216,17 +204,6 @@ fn type_matches(pattern: &str, media: &str) -> bool {
 mod tests {
     use super::*;
     use std::time::SystemTime;
-
-    #[test]
-    fn the_coarse_clock_shows_the_current_second() {
-        let now = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
-        let (before, coarse, after) = (now(SystemTime::now()), now_secs(), now(SystemTime::now()));
-        // The coarse clock lags by at most a tick.
-        assert!(
-            before - 1 <= coarse && coarse <= after,
-            "{before} {coarse} {after}"
-        );
-    }
 
     #[test]
     fn media_type_patterns() {

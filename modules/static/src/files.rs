@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use moka::sync::Cache;
 use osprey_sdk::abi_stable::std_types::{RArc, RVec};
+use osprey_sdk::clock;
 use osprey_sdk::http::CleanPath;
 use osprey_sdk::OpenFile;
 
@@ -102,20 +103,6 @@ pub struct Files {
     fds: Cache<Vec<u8>, Arc<Entry>>,
 }
 
-/// Nanoseconds on the coarse monotonic clock: the kernel's last tick (a few milliseconds
-/// behind at most, plenty for `cache_ttl`), read without the precise clock's counter and
-/// arithmetic, which every cache hit paid.
-fn now_ns() -> u64 {
-    use nix::libc;
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec for the call to fill; the clock always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
 impl Files {
     pub fn new(cfg: Config) -> Files {
         let mem = cfg.memcache.then(|| {
@@ -189,7 +176,7 @@ impl Files {
     /// Fresh when checked within `cache_ttl`, or when the files on disk are still the ones
     /// cached (one `stat` per representation).
     pub fn fresh(&self, entry: &Entry) -> bool {
-        let now = now_ns();
+        let now = clock::monotonic_ns();
         let checked = entry.checked.load(Ordering::Relaxed);
         if now.saturating_sub(checked) < self.cfg.cache_ttl.as_nanos() as u64 {
             return true;
@@ -255,7 +242,7 @@ impl Files {
             content_type: mime::content_type(&rel, self.cfg.charset.as_deref()),
             plain,
             gz,
-            checked: AtomicU64::new(now_ns()),
+            checked: AtomicU64::new(clock::monotonic_ns()),
         })))
     }
 
