@@ -182,6 +182,8 @@ impl<I: Io> Conn<I> {
     /// done on a borrowed exchange: moving one, a few hundred bytes, cost some 60
     /// instructions a request each time), else what is left for [`Conn::send_large`]. The
     /// caller gives the request's head back to the pool.
+    // `Large` is moved once, and only for a body sent on its own: not worth a box.
+    #[allow(clippy::result_large_err)]
     fn respond(&mut self, ex: &mut Exchange, flight: Flight) -> Result<State, Large> {
         ex.stamp_id(&self.shared.config.request_id);
         self.buf.put_vec(std::mem::take(&mut ex.buf));
