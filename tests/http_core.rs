@@ -158,6 +158,53 @@ fn pipelined_requests_answer_in_order() {
     assert!(responses[20].text().contains("body=body"));
 }
 
+/// Each answer carries its own headers, whatever answered before it on the connection: an
+/// answered request's header vector goes back to a per-thread pool and serves the next
+/// response, emptied; answers made inline, on the worker pool, later, and streamed each
+/// leave through their own path.
+#[test]
+fn pipelined_answers_of_different_handlers_keep_their_own_headers() {
+    let srv = server();
+    let paths = [
+        "/benchmark-inprocess",
+        "/echo/a",
+        "/stream",
+        "/hello",
+        "/async",
+        "/benchmark-inworker",
+        "/echo/b",
+    ];
+    // The headers of each answer alone, but the date.
+    let own = |r: &Response| {
+        let mut h: Vec<_> = r
+            .headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
+            .cloned()
+            .collect();
+        h.sort();
+        h
+    };
+    let request = |p: &str| format!("GET {p} HTTP/1.1\r\nHost: a\r\n\r\n").into_bytes();
+    let alone: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let mut s = srv.connect();
+            s.write_all(&request(p)).unwrap();
+            own(&read_responses(&mut s, 1, false)[0])
+        })
+        .collect();
+    let mut s = srv.connect();
+    let batch: Vec<u8> = (0..3).flat_map(|_| paths.map(request)).flatten().collect();
+    s.write_all(&batch).unwrap();
+    let answers = read_responses(&mut s, 3 * paths.len(), false);
+    for (i, r) in answers.iter().enumerate() {
+        let k = i % paths.len();
+        assert_eq!(r.status, 200, "{}", paths[k]);
+        assert_eq!(own(r), alone[k], "{} (answer {i})", paths[k]);
+    }
+}
+
 /// Answered pipelined requests stay in the read buffer until the connection waits: what
 /// follows them (a chunked body, a head cut between two writes) is read where it is.
 #[test]

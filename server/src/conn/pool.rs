@@ -1,10 +1,12 @@
-//! Per-thread pools of read buffers and responses: a connection borrows them while a request
-//! is in flight and gives them back, so an idle keep-alive connection holds no buffer.
+//! Per-thread pools of read buffers, response header vectors and request heads: a connection
+//! borrows them while a request is in flight and gives them back, so an idle keep-alive
+//! connection holds no buffer.
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
-use osprey_sdk::Response;
+use osprey_sdk::abi_stable::std_types::RVec;
+use osprey_sdk::{Body, HeaderPair, Response};
 
 use crate::http::parse::Head;
 
@@ -16,7 +18,9 @@ const MAX_POOLED: usize = 256;
 
 thread_local! {
     static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    static RESPONSES: RefCell<Vec<Response>> = const { RefCell::new(Vec::new()) };
+    // Only a response's header vector is worth keeping (its allocation); the response around
+    // it is a few words, made anew.
+    static HEADERS: RefCell<Vec<RVec<HeaderPair>>> = const { RefCell::new(Vec::new()) };
     // Boxed: a request carries its head as a `Box`, and pooling keeps the allocation.
     #[allow(clippy::vec_box)]
     static HEADS: RefCell<Vec<Box<Head>>> = const { RefCell::new(Vec::new()) };
@@ -98,18 +102,29 @@ pub fn give_buffer(mut buf: Vec<u8>) {
 }
 
 pub fn take_response() -> Response {
-    RESPONSES.with(|p| p.borrow_mut().pop()).unwrap_or_default()
+    Response {
+        status: 200,
+        headers: HEADERS.with(|p| p.borrow_mut().pop()).unwrap_or_default(),
+        body: Body::Empty,
+    }
 }
 
 pub fn give_response(mut resp: Response) {
-    resp.clear();
-    if resp.headers.capacity() > 64 {
+    recycle_response(&mut resp);
+}
+
+/// Keep `resp`'s header vector, emptied, for a later response, leaving `resp` without one: an
+/// answered request gives it back in place, without moving the exchange that holds `resp`.
+pub fn recycle_response(resp: &mut Response) {
+    let mut headers = std::mem::take(&mut resp.headers);
+    if headers.capacity() == 0 || headers.capacity() > 64 {
         return;
     }
-    RESPONSES.with(|p| {
+    headers.clear();
+    HEADERS.with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < MAX_POOLED {
-            p.push(resp);
+            p.push(headers);
         }
     });
 }
@@ -154,6 +169,22 @@ mod tests {
             first,
             "the released allocation is reused"
         );
+    }
+
+    #[test]
+    fn a_recycled_response_gives_its_header_vector_to_the_next_one() {
+        let mut resp = take_response();
+        resp.status = 404;
+        resp.set_header("X-A", "1");
+        resp.body = Body::Bytes(b"page".to_vec().into());
+        let vector = resp.headers.as_ptr();
+        recycle_response(&mut resp);
+        assert!(resp.headers.is_empty() && resp.headers.capacity() == 0);
+        let next = take_response();
+        assert_eq!(next.headers.as_ptr(), vector, "the allocation is reused");
+        assert!(next.headers.is_empty(), "and comes back empty");
+        assert_eq!(next.status, 200);
+        assert!(matches!(next.body, Body::Empty));
     }
 
     #[test]

@@ -46,6 +46,12 @@ impl Flight {
     }
 }
 
+/// A response whose body is sent on its own (large, a file, a stream), and its request's facts.
+pub(super) struct Large {
+    started: respond::Started,
+    flight: Flight,
+}
+
 impl<I: Io> Conn<I> {
     /// Read the body of a request that has one, then serve it.
     async fn read_request_body(&mut self, head: Box<Head>) -> State {
@@ -134,19 +140,51 @@ impl<I: Io> Conn<I> {
             id,
             lineage: None,
         };
-        match dispatch_now(&self.shared, &self.peer, ex) {
+        let mut routed = dispatch_now(&self.shared, &self.peer, ex);
+        match &mut routed {
             // Answered before its streamed body was read: the body is left unread.
-            Routed::Answered(ex) => self.respond(ex, flight.cut_if(streamed.is_some())),
-            Routed::Waits(rest) => State::Dispatching(Box::new(Dispatching {
-                rest,
-                flight,
-                streamed,
-            })),
+            Routed::Answered(ex) => match self.respond(ex, flight.cut_if(streamed.is_some())) {
+                Ok(next) => {
+                    // Only the head moves out (`Routed::Answered(ex)` would copy it all).
+                    if let Routed::Answered(Exchange { head, .. }) = routed {
+                        pool::give_head(head);
+                    }
+                    next
+                }
+                Err(large) => match routed {
+                    Routed::Answered(ex) => self.send_large(ex, large),
+                    Routed::Waits(_) => unreachable!("answered above"),
+                },
+            },
+            Routed::Waits(_) => match routed {
+                Routed::Waits(rest) => State::Dispatching(Box::new(Dispatching {
+                    rest,
+                    flight,
+                    streamed,
+                })),
+                Routed::Answered(_) => unreachable!("waits above"),
+            },
         }
     }
 
-    /// Put the response in `out`; done unless its body has to be sent on its own.
-    fn respond(&mut self, mut ex: Exchange, flight: Flight) -> State {
+    /// Answer a request that waited: its exchange comes boxed.
+    fn respond_boxed(&mut self, mut ex: Box<Exchange>, flight: Flight) -> State {
+        match self.respond(&mut ex, flight) {
+            Ok(next) => {
+                pool::give_head(ex.head);
+                next
+            }
+            Err(large) => self.send_large(*ex, large),
+        }
+    }
+
+    /// Put the response in `out`: the next state when that is all of it (the usual answer,
+    /// done on a borrowed exchange: moving one, a few hundred bytes, cost some 60
+    /// instructions a request each time), else what is left for [`Conn::send_large`]. The
+    /// caller gives the request's head back to the pool.
+    // `Large` is moved once, and only for a body sent on its own: not worth a box.
+    #[allow(clippy::result_large_err)]
+    fn respond(&mut self, ex: &mut Exchange, flight: Flight) -> Result<State, Large> {
         ex.stamp_id(&self.shared.config.request_id);
         self.buf.put_vec(std::mem::take(&mut ex.buf));
         // A stop that came while the handler ran ends keep-alive too.
@@ -158,13 +196,21 @@ impl<I: Io> Conn<I> {
             &mut ex.resp,
             keep_alive,
         );
-        let started = match started.into_sent() {
-            Ok(sent) => return self.answered(ex, flight, sent),
-            Err(started) => started,
-        };
-        // A large or file body: send what the socket takes now; wait only for the rest.
+        match started.into_sent() {
+            Ok(sent) => Ok(self.answered(ex, flight, sent)),
+            Err(started) => Err(Large { started, flight }),
+        }
+    }
+
+    /// A large or file body: send what the socket takes now; wait only for the rest.
+    fn send_large(&mut self, mut ex: Exchange, large: Large) -> State {
+        let Large { started, flight } = large;
         match respond::send_now(&mut self.io, &mut self.out, started) {
-            Ok(Ok(sent)) => self.answered(ex, flight, sent),
+            Ok(Ok(sent)) => {
+                let next = self.answered(&mut ex, flight, sent);
+                pool::give_head(ex.head);
+                next
+            }
             Ok(Err(started)) => State::Writing(Box::new(Writing {
                 ex,
                 started,
@@ -179,7 +225,7 @@ impl<I: Io> Conn<I> {
 
     /// The response is in `out` (or sent): log it, drop the request's bytes, and say what
     /// the connection does next.
-    fn answered(&mut self, ex: Exchange, flight: Flight, sent: Sent) -> State {
+    fn answered(&mut self, ex: &mut Exchange, flight: Flight, sent: Sent) -> State {
         finished(Finished {
             peer: &self.peer,
             request: Some((&self.buf, &ex.head)),
@@ -189,8 +235,7 @@ impl<I: Io> Conn<I> {
             id: Some(ex.id),
             set_cookies: &ex.resp.headers,
         });
-        pool::give_response(ex.resp);
-        pool::give_head(ex.head);
+        pool::recycle_response(&mut ex.resp);
         // Keep pipelined bytes that follow this request (in place while it stays open).
         let used = flight.used.min(self.buf.len());
         if used == self.buf.len() {
@@ -248,7 +293,12 @@ impl<I: Io> Conn<I> {
         } = w;
         let timeout = self.shared.timeouts.write;
         match respond::send_rest(&mut self.io, &mut self.out, started, timeout).await {
-            Ok(sent) => self.answered(ex, flight, sent),
+            Ok(sent) => {
+                let mut ex = ex;
+                let next = self.answered(&mut ex, flight, sent);
+                pool::give_head(ex.head);
+                next
+            }
             Err(e) => ended(e),
         }
     }
@@ -289,7 +339,7 @@ impl<I: Io> Conn<I> {
         } = d;
         let Some(body) = streamed else {
             return match finish(&self.shared, &self.peer, rest).await {
-                Dispatched::Answered(ex) => self.respond(*ex, flight),
+                Dispatched::Answered(ex) => self.respond_boxed(ex, flight),
                 Dispatched::Lost => self.lost(flight),
             };
         };
@@ -301,9 +351,9 @@ impl<I: Io> Conn<I> {
             (Dispatched::Answered(mut ex), Some(Fed::Whole(next))) => {
                 // Pipelined bytes that followed the body.
                 ex.buf.extend_from_slice(&next);
-                self.respond(*ex, flight)
+                self.respond_boxed(ex, flight)
             }
-            (Dispatched::Answered(ex), _) => self.respond(*ex, flight.cut_if(true)),
+            (Dispatched::Answered(ex), _) => self.respond_boxed(ex, flight.cut_if(true)),
             (Dispatched::Lost, _) => self.lost(flight),
         }
     }
