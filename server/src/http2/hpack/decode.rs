@@ -9,7 +9,16 @@ pub struct Decoder {
     /// Our SETTINGS_HEADER_TABLE_SIZE: the most a size update may ask for.
     limit: usize,
     scratch: Vec<u8>,
+    /// The last Huffman-coded value of a literal without indexing, coded and decoded. Such a
+    /// value is not in the table, so a client sends it whole every time: nghttp2 (h2load,
+    /// curl) sends each request's `:path` so, the same path request after request.
+    /// Decoding is a function of the coded bytes alone: equal bytes, equal path.
+    memo_coded: Vec<u8>,
+    memo_plain: Vec<u8>,
 }
+
+/// Longer values are decoded every time (a memo would copy more than it saves).
+const MEMO_MAX: usize = 128;
 
 /// Where a string is: in the block, or in the scratch buffer (after Huffman decoding).
 #[derive(Clone, Copy)]
@@ -26,6 +35,8 @@ impl Decoder {
             table: Table::new(limit),
             limit,
             scratch: Vec::new(),
+            memo_coded: Vec::new(),
+            memo_plain: Vec::new(),
         }
     }
 
@@ -58,12 +69,12 @@ impl Decoder {
                 let (prefix, indexing) = if b & 0x40 != 0 { (6, true) } else { (4, false) };
                 let index = read_int(block, &mut pos, prefix)?;
                 let name = if index == 0 {
-                    self.string(block, &mut pos)?
+                    self.string(block, &mut pos, false)?
                 } else {
                     self.table.get(index).ok_or(DecodeError::Index)?;
                     Str::Index(index)
                 };
-                let value = self.string(block, &mut pos)?;
+                let value = self.string(block, &mut pos, !indexing)?;
                 let (n, v) = (self.resolve(block, name), self.resolve(block, value));
                 field(n, v);
                 if indexing {
@@ -76,8 +87,8 @@ impl Decoder {
         Ok(())
     }
 
-    /// A string literal (§5.2).
-    fn string(&mut self, block: &[u8], pos: &mut usize) -> Result<Str, DecodeError> {
+    /// A string literal (§5.2); `memo`: a value sent without indexing (see `memo_coded`).
+    fn string(&mut self, block: &[u8], pos: &mut usize, memo: bool) -> Result<Str, DecodeError> {
         let huffman = *block.get(*pos).ok_or(DecodeError::Truncated)? & 0x80 != 0;
         let len = read_int(block, pos, 7)?;
         let start = *pos;
@@ -89,7 +100,18 @@ impl Decoder {
             return Ok(Str::Block(start, start + len));
         }
         let from = self.scratch.len();
-        huffman::decode(&block[start..start + len], &mut self.scratch)?;
+        let coded = &block[start..start + len];
+        if !memo || len > MEMO_MAX {
+            huffman::decode(coded, &mut self.scratch)?;
+        } else if coded == self.memo_coded {
+            self.scratch.extend_from_slice(&self.memo_plain);
+        } else {
+            huffman::decode(coded, &mut self.scratch)?;
+            self.memo_coded.clear();
+            self.memo_coded.extend_from_slice(coded);
+            self.memo_plain.clear();
+            self.memo_plain.extend_from_slice(&self.scratch[from..]);
+        }
         Ok(Str::Scratch(from, self.scratch.len()))
     }
 
