@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::flood::Flood;
 use super::frame::{self, Reason};
 use super::hpack::Encoder;
+use super::output::{Output, Refs};
 use crate::http::HttpError;
 use crate::int_hash::IntMap;
 
@@ -70,6 +71,8 @@ pub struct Core {
     /// Frames to write, and how much of them is written.
     pub out: Vec<u8>,
     pub written: usize,
+    /// Response bodies that go between the frames of `out`, by reference (`output.rs`).
+    pub refs: Refs,
     /// Stream futures waiting for `out` to drain.
     pub out_waiters: Vec<Waker>,
     /// Past this, stream futures wait for the output to drain.
@@ -98,6 +101,7 @@ impl Core {
         Core {
             out: Vec::with_capacity(16 * 1024),
             written: 0,
+            refs: Refs::default(),
             out_waiters: Vec::new(),
             out_limit,
             encoder: Encoder::default(),
@@ -110,6 +114,20 @@ impl Core {
             recently_closed: VecDeque::new(),
             flood,
         }
+    }
+
+    /// The output: `out` and the bodies held beside it.
+    pub fn output(&mut self) -> Output<'_> {
+        Output {
+            buf: &mut self.out,
+            written: &mut self.written,
+            refs: &mut self.refs,
+        }
+    }
+
+    /// Bytes in the output, written or not (the buffer is emptied once all of it is written).
+    pub fn out_len(&self) -> usize {
+        self.out.len() + self.refs.len()
     }
 
     /// Forget a stream; body bytes it never took go back to the connection's window.
@@ -252,7 +270,7 @@ impl StreamIo {
         if core.closed {
             return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
         }
-        if core.out.len() >= core.out_limit {
+        if core.out_len() >= core.out_limit {
             core.out_waiters.push(cx.waker().clone());
             return Poll::Pending;
         }
