@@ -46,6 +46,22 @@ impl Decoder {
         block: &[u8],
         mut field: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), DecodeError> {
+        self.decode_checked(block, |name, value, _| {
+            field(name, value);
+            false
+        })
+    }
+
+    /// [`decode`](Decoder::decode) for a caller that checks each field's bytes: `field(name,
+    /// value, checked)` says whether they pass, and `checked` is true for a field that passed
+    /// before — one from the static table, or from the dynamic table added when it passed. A
+    /// client sends most of a request's fields so (`user-agent`, `:authority`, ...): their
+    /// bytes are checked once per connection, not once per request.
+    pub fn decode_checked(
+        &mut self,
+        block: &[u8],
+        mut field: impl FnMut(&[u8], &[u8], bool) -> bool,
+    ) -> Result<(), DecodeError> {
         let mut pos = 0;
         let mut fields_seen = false;
         while pos < block.len() {
@@ -54,8 +70,9 @@ impl Decoder {
             if b & 0x80 != 0 {
                 // §6.1 indexed field.
                 let index = read_int(block, &mut pos, 7)?;
-                let (name, value) = self.table.get(index).ok_or(DecodeError::Index)?;
-                field(name, value);
+                let (name, value, checked) =
+                    self.table.get_checked(index).ok_or(DecodeError::Index)?;
+                field(name, value, checked);
                 fields_seen = true;
             } else if b & 0xe0 == 0x20 {
                 // §6.3 dynamic table size update: only before the first field (§4.2).
@@ -76,10 +93,10 @@ impl Decoder {
                 };
                 let value = self.string(block, &mut pos, !indexing)?;
                 let (n, v) = (self.resolve(block, name), self.resolve(block, value));
-                field(n, v);
+                let passed = field(n, v, false);
                 if indexing {
                     let (n, v) = (n.to_vec(), v.to_vec());
-                    self.table.insert(&n, &v);
+                    self.table.insert_checked(&n, &v, passed);
                 }
                 fields_seen = true;
             }
