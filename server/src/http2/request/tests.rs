@@ -332,7 +332,7 @@ fn a_field_from_the_table_is_checked_again_unless_it_passed() {
             block_with(&[NEWEST]),
         ] {
             let (r, checked) = decode_request(&mut d, &block);
-            assert_eq!(checked[4], false, "{name}: {value:?}");
+            assert!(!checked[4], "{name}: {value:?}");
             match r {
                 Err(_) => assert!(refused, "{name}: {value:?}"),
                 Ok(r) => assert_eq!(r.head.err().map(|e| e.status), Some(400), "{name}"),
