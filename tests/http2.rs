@@ -3,6 +3,7 @@
 //! h2load.
 
 mod common;
+mod http2_frames;
 mod tlskit;
 
 use std::process::Command;
@@ -312,4 +313,68 @@ fn connection_specific_response_fields_are_dropped() {
         );
     }
     assert_eq!(srv.get("/").header("te"), Some("gzip"));
+}
+
+/// A body in memory goes out by reference (not copied into the output buffer), in DATA frames
+/// still cut to the client's SETTINGS_MAX_FRAME_SIZE and sent within its stream window: a
+/// shared one (the static module's memory cache) and an owned one (a handler's), both larger
+/// than a frame and than the window. The rest comes after a WINDOW_UPDATE, and the bytes are
+/// the body's, in order.
+#[test]
+fn bodies_in_memory_keep_to_the_frame_size_and_the_window() {
+    use http2_frames::*;
+    let dir = TempDir::new("h2-frames");
+    let file: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("f40k.bin"), &file).unwrap();
+    let srv = Server::start(&format!(
+        r#"{{"load": [{{"so": "testkit"}}, {{"so": "static"}}],
+            "routing": [{{"prefix": "/big", "handler": "big", "size": 40000}},
+              {{"handler": "sendfile", "dir": "{}", "memcache": true}}]}}"#,
+        dir.path().display()
+    ));
+    for (path, body, max_frame) in [
+        ("/f40k.bin", file.clone(), 16_384usize),
+        ("/big", vec![b'x'; 40_000], 20_000),
+    ] {
+        let tcp = std::net::TcpStream::connect(srv.addr()).unwrap();
+        tcp.set_read_timeout(Some(WAIT)).unwrap();
+        let mut conn = Conn::new(Box::new(tcp), "http", &format!("127.0.0.1:{}", srv.port));
+        conn.handshake().unwrap();
+        conn.settings(&[(0x4, 10_000), (0x5, max_frame as u32)]);
+        conn.settings_ack().unwrap();
+        conn.window_update(0, 1_000_000);
+        // Twice: the memory cache serves the second.
+        for stream in [1, 3] {
+            conn.get_path(stream, path);
+            let data = |frames: &[Frame]| -> Vec<(usize, bool)> {
+                frames
+                    .iter()
+                    .filter(|f| f.kind == DATA && f.stream == stream)
+                    .map(|f| (f.payload.len(), f.flags & END_STREAM != 0))
+                    .collect()
+            };
+            let (first, _) = conn.frames_until_closed();
+            let sizes = data(&first);
+            assert_eq!(
+                sizes.iter().map(|s| s.0).sum::<usize>(),
+                10_000,
+                "{path}: within the window: {sizes:?}"
+            );
+            conn.window_update(stream, 30_000);
+            let (rest, _) = conn.frames_until_closed();
+            let more = data(&rest);
+            let all: Vec<_> = sizes.iter().chain(&more).collect();
+            assert!(all.iter().all(|s| s.0 <= max_frame), "{path}: {all:?}");
+            assert_eq!(all.iter().filter(|s| s.1).count(), 1, "{path}: {all:?}");
+            assert!(all.last().unwrap().1, "{path}: {all:?}");
+            let sent: Vec<u8> = first
+                .iter()
+                .chain(&rest)
+                .filter(|f| f.kind == DATA && f.stream == stream)
+                .flat_map(|f| f.payload.clone())
+                .collect();
+            assert!(sent == body, "{path}: the bytes differ from the body's");
+            assert!(more.iter().any(|s| s.0 == max_frame), "{path}: {all:?}");
+        }
+    }
 }

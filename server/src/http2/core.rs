@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::flood::Flood;
 use super::frame::{self, Reason};
 use super::hpack::Encoder;
+use super::output::{Output, Refs};
 use crate::http::HttpError;
 use crate::int_hash::IntMap;
 
@@ -70,6 +71,8 @@ pub struct Core {
     /// Frames to write, and how much of them is written.
     pub out: Vec<u8>,
     pub written: usize,
+    /// Response bodies that go between the frames of `out`, by reference (`output.rs`).
+    pub refs: Refs,
     /// Stream futures waiting for `out` to drain.
     pub out_waiters: Vec<Waker>,
     /// Past this, stream futures wait for the output to drain.
@@ -98,6 +101,7 @@ impl Core {
         Core {
             out: Vec::with_capacity(16 * 1024),
             written: 0,
+            refs: Refs::default(),
             out_waiters: Vec::new(),
             out_limit,
             encoder: Encoder::default(),
@@ -110,6 +114,20 @@ impl Core {
             recently_closed: VecDeque::new(),
             flood,
         }
+    }
+
+    /// The output: `out` and the bodies held beside it.
+    pub fn output(&mut self) -> Output<'_> {
+        Output {
+            buf: &mut self.out,
+            written: &mut self.written,
+            refs: &mut self.refs,
+        }
+    }
+
+    /// Bytes in the output, written or not (the buffer is emptied once all of it is written).
+    pub fn out_len(&self) -> usize {
+        self.out.len() + self.refs.len()
     }
 
     /// Forget a stream; body bytes it never took go back to the connection's window.
@@ -241,6 +259,10 @@ impl StreamIo {
     /// Wait until up to `want` bytes may be sent as DATA (at least one, unless `want` is 0):
     /// how many, taken from the windows.
     pub async fn reserve(&self, want: usize, timeout: Duration) -> io::Result<usize> {
+        // Nearly always the room is there: no timer is set for that.
+        if let Reserve::Ready(r) = self.try_reserve(want) {
+            return r;
+        }
         let wait = std::future::poll_fn(|cx| self.poll_reserve(cx, want));
         tokio::time::timeout(timeout, wait)
             .await
@@ -248,33 +270,57 @@ impl StreamIo {
     }
 
     fn poll_reserve(&self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
+        match self.try_reserve(want) {
+            Reserve::Ready(r) => Poll::Ready(r),
+            Reserve::Output => {
+                self.core.borrow_mut().out_waiters.push(cx.waker().clone());
+                Poll::Pending
+            }
+            Reserve::Window => {
+                if let Some(slot) = self.core.borrow_mut().streams.get_mut(&self.id) {
+                    slot.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Take up to `want` bytes of the windows, or say what to wait for.
+    fn try_reserve(&self, want: usize) -> Reserve {
         let mut core = self.core.borrow_mut();
         if core.closed {
-            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+            return Reserve::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
         }
-        if core.out.len() >= core.out_limit {
-            core.out_waiters.push(cx.waker().clone());
-            return Poll::Pending;
+        if core.out_len() >= core.out_limit {
+            return Reserve::Output;
         }
         let conn_window = core.send_window;
         let Some(slot) = core.streams.get_mut(&self.id) else {
-            return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+            return Reserve::Ready(Err(io::ErrorKind::ConnectionReset.into()));
         };
         if slot.reset {
-            return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+            return Reserve::Ready(Err(io::ErrorKind::ConnectionReset.into()));
         }
         if want == 0 {
-            return Poll::Ready(Ok(0));
+            return Reserve::Ready(Ok(0));
         }
         let n = (want as i64).min(slot.send_window).min(conn_window);
         if n <= 0 {
-            slot.waker = Some(cx.waker().clone());
-            return Poll::Pending;
+            return Reserve::Window;
         }
         slot.send_window -= n;
         core.send_window -= n;
-        Poll::Ready(Ok(n as usize))
+        Reserve::Ready(Ok(n as usize))
     }
+}
+
+/// What a reservation found.
+enum Reserve {
+    Ready(io::Result<usize>),
+    /// The output is full: wait for it to drain.
+    Output,
+    /// No window: wait for a WINDOW_UPDATE (or SETTINGS).
+    Window,
 }
 
 impl Drop for StreamIo {
@@ -303,4 +349,55 @@ impl Drop for StreamIo {
 /// Drop the unread body pieces: their length.
 fn drop_pieces(slot: &mut Slot) -> usize {
     slot.pieces.drain(..).map(|p| p.len()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reservation takes what the windows allow at once, else waits for a WINDOW_UPDATE
+    /// (or the output to drain), and times out.
+    #[test]
+    fn a_reservation_takes_the_room_there_is_or_waits_for_more() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let core = Rc::new(RefCell::new(Core::new(1024, Flood::new(0))));
+            core.borrow_mut()
+                .streams
+                .insert(1, Slot::new(100, 100, None));
+            let stream = StreamIo {
+                id: 1,
+                core: core.clone(),
+                done: true,
+            };
+            let short = Duration::from_millis(50);
+            assert_eq!(stream.reserve(60, short).await.unwrap(), 60);
+            assert_eq!(stream.reserve(60, short).await.unwrap(), 40);
+            let err = stream.reserve(1, short).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+            let grow = async {
+                tokio::task::yield_now().await;
+                let mut c = core.borrow_mut();
+                let slot = c.streams.get_mut(&1).unwrap();
+                slot.send_window += 5;
+                slot.wake();
+            };
+            let (got, ()) = tokio::join!(stream.reserve(10, Duration::from_secs(5)), grow);
+            assert_eq!(got.unwrap(), 5);
+            // A full output: the stream waits for it to drain, whatever its window.
+            core.borrow_mut().streams.get_mut(&1).unwrap().send_window = 100;
+            core.borrow_mut().out.resize(1024, 0);
+            let drain = async {
+                tokio::task::yield_now().await;
+                let mut c = core.borrow_mut();
+                c.out.clear();
+                c.drained();
+            };
+            let (got, ()) = tokio::join!(stream.reserve(10, Duration::from_secs(5)), drain);
+            assert_eq!(got.unwrap(), 10);
+        });
+    }
 }

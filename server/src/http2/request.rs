@@ -92,25 +92,56 @@ impl<'a> Builder<'a> {
     }
 
     /// One decoded field.
+    #[cfg(test)]
     pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.field_checked(name, value, false);
+    }
+
+    /// One decoded field; `checked`: its bytes passed [`bytes_pass`](Builder::bytes_pass)
+    /// before (`hpack::Decoder::decode_checked`). Whether they pass.
+    pub fn field_checked(&mut self, name: &[u8], value: &[u8], checked: bool) -> bool {
         self.list_size += name.len() + value.len() + 32;
         if self.malformed.is_some() || self.list_size > self.max_list_size {
-            return;
+            return false;
         }
+        let passed = checked || self.bytes_pass(name, value);
+        if self.malformed.is_none() {
+            self.take(name, value);
+        }
+        passed
+    }
+
+    /// The checks of a field's own bytes, whatever the request around it: control bytes in
+    /// the value, the name a lowercase token, no whitespace around the value. What they find
+    /// refuses or fails the request here; whether they found nothing.
+    fn bytes_pass(&mut self, name: &[u8], value: &[u8]) -> bool {
+        let mut passed = true;
         if has_control(value) {
             if breaks_line(value) {
-                return self.refuse("a field value with NUL, CR or LF");
+                self.refuse("a field value with NUL, CR or LF");
+                return false;
             }
             self.fail(CONTROL_IN_VALUE);
+            passed = false;
         }
-        if let Some(pseudo) = name.strip_prefix(b":") {
-            return self.pseudo_field(pseudo, value);
+        if name.first() == Some(&b':') {
+            return passed;
         }
         if bad_token(name) || name.iter().any(u8::is_ascii_uppercase) {
-            return self.refuse("an invalid field name");
+            self.refuse("an invalid field name");
+            return false;
         }
         if fields::check_value(value).is_err() {
-            return self.refuse("a field value with leading or trailing whitespace");
+            self.refuse("a field value with leading or trailing whitespace");
+            return false;
+        }
+        passed
+    }
+
+    /// A field whose bytes passed (or only failed the request): the rules on its name.
+    fn take(&mut self, name: &[u8], value: &[u8]) {
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            return self.pseudo_field(pseudo, value);
         }
         match name {
             b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"

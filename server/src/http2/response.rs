@@ -3,13 +3,17 @@
 //! `core::StreamIo::reserve`).
 
 use std::io;
+use std::ops::Range;
 
+use osprey_sdk::abi_stable::std_types::{RArc, RVec};
 use osprey_sdk::{FileRange, Response};
 
 use super::core::Core;
 use super::frame::{self, CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, HEADER_LEN};
 use super::hpack;
+use super::output::MIN_REF;
 use crate::http::encode::core_managed;
+use crate::sender::Held;
 
 /// Headers the core sets itself (as on HTTP/1.1), and the other connection-specific ones
 /// HTTP/2 forbids (RFC 9113 §8.2.2); by length first, as most names match none.
@@ -94,6 +98,48 @@ pub fn data(core: &mut Core, id: u32, data: &[u8], end: bool) {
         );
         core.out.extend_from_slice(chunk);
         core.flood.sent_data();
+    }
+}
+
+/// `range` of `bytes` as DATA frames, `end`: END_STREAM on the last. Frames of [`MIN_REF`]
+/// bytes or more are not copied: the output holds the bytes by reference (an owned body cut
+/// into several frames is shared first, one allocation, so each frame can hold it).
+pub fn data_held(core: &mut Core, id: u32, bytes: Held, range: Range<usize>, end: bool) {
+    let max = core.peer_max_frame;
+    if range.len() < MIN_REF {
+        return data(core, id, &bytes.as_slice()[range], end);
+    }
+    let mut bytes = Some(bytes);
+    let mut at = range.start;
+    while at < range.end {
+        let n = (range.end - at).min(max);
+        let last = at + n == range.end;
+        frame::put_head(
+            &mut core.out,
+            n,
+            DATA,
+            if end && last { END_STREAM } else { 0 },
+            id,
+        );
+        let b = bytes.take().expect("held until the last frame");
+        let piece = if last {
+            b
+        } else {
+            let shared = share(b);
+            bytes = Some(Held::Shared(shared.clone()));
+            Held::Shared(shared)
+        };
+        core.output().push(piece, at..at + n);
+        core.flood.sent_data();
+        at += n;
+    }
+}
+
+/// Bytes several frames can hold.
+fn share(bytes: Held) -> RArc<RVec<u8>> {
+    match bytes {
+        Held::Shared(shared) => shared,
+        Held::Owned(owned) => RArc::new(owned),
     }
 }
 
@@ -190,6 +236,29 @@ mod tests {
         assert_eq!(fields[0], (b":status".to_vec(), 3));
         assert!(fields.contains(&(b"x-big".to_vec(), 40_000)));
         assert!(fields.contains(&(b"content-length".to_vec(), 1)));
+    }
+
+    /// Bodies held by reference: the same frames as copied ones, the payload the body's; a
+    /// small one is copied.
+    #[test]
+    fn held_bodies_are_cut_at_the_frame_size_by_reference() {
+        let body: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        let shared = || Held::Shared(RArc::new(RVec::from(body.clone())));
+        for held in [Held::Owned(RVec::from(body.clone())), shared()] {
+            let mut core = Core::new(1 << 20, Flood::new(0));
+            data_held(&mut core, 1, held, 100..40_000, true);
+            assert_eq!(core.refs.len(), 39_900);
+            let out = core.output().take_rest();
+            let frames = frames(&out);
+            let sizes: Vec<_> = frames.iter().map(|(h, _)| (h.len, h.flags)).collect();
+            assert_eq!(sizes, [(16_384, 0), (16_384, 0), (7_132, END_STREAM)]);
+            let sent: Vec<u8> = frames.iter().flat_map(|(_, p)| p.to_vec()).collect();
+            assert_eq!(sent, body[100..]);
+        }
+        let mut core = Core::new(1 << 20, Flood::new(0));
+        data_held(&mut core, 1, shared(), 0..MIN_REF - 1, false);
+        assert_eq!(core.refs.len(), 0);
+        assert_eq!(frames(&core.out)[0].1, &body[..MIN_REF - 1]);
     }
 
     #[test]

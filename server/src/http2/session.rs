@@ -184,10 +184,9 @@ pub async fn run<T>(
     // The last frames (a GOAWAY), then the streams still running fail fast.
     let out = {
         let mut c = core.borrow_mut();
-        let written = c.written;
         c.closed = true;
         c.wake_all();
-        c.out.split_off(written)
+        c.output().take_rest()
     };
     let _ = tokio::time::timeout(shared.timeouts.write, async {
         io.write_all(&out).await?;

@@ -264,16 +264,21 @@ struct Http2<'a> {
 
 impl Sink for Http2<'_> {
     async fn write_bytes(&mut self, bytes: Held, from: usize, last: bool) -> io::Result<()> {
-        let mut data = &bytes.as_slice()[from..];
+        let total = bytes.as_slice().len();
+        let mut at = from;
         loop {
-            let n = self.io.reserve(data.len(), self.timeout).await?;
-            let end = last && n == data.len();
-            response::data(&mut self.io.core.borrow_mut(), self.io.id, &data[..n], end);
-            data = &data[n..];
-            if data.is_empty() {
+            let left = total - at;
+            let n = self.io.reserve(left, self.timeout).await?;
+            let end = last && n == left;
+            let mut core = self.io.core.borrow_mut();
+            if n == left {
+                // The rest in one go: the bytes themselves go to the output.
+                response::data_held(&mut core, self.io.id, bytes, at..total, end);
                 self.io.done |= last;
                 return Ok(());
             }
+            response::data(&mut core, self.io.id, &bytes.as_slice()[at..at + n], end);
+            at += n;
         }
     }
 

@@ -145,9 +145,7 @@ impl Encoder {
         // write `Content-Type`, `ETag`, ... on every answer.
         let mut buf = [0u8; 64];
         if let Some(lower) = buf.get_mut(..name.len()) {
-            for (l, b) in lower.iter_mut().zip(name) {
-                *l = b.to_ascii_lowercase();
-            }
+            lowercase_into(lower, name);
             return self.field(out, lower, value);
         }
         self.field(out, &name.to_ascii_lowercase(), value)
@@ -156,5 +154,61 @@ impl Encoder {
     #[cfg(test)]
     pub fn table_size(&self) -> usize {
         self.table.size()
+    }
+}
+
+/// `src` with its ASCII capitals lowered, into `dst` (as long): eight bytes at a time, the
+/// last word overlapping the one before (lowering twice changes nothing), so a name of 8 to
+/// 16 bytes is two words, not a loop per byte.
+fn lowercase_into(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n < 8 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_ascii_lowercase();
+        }
+        return;
+    }
+    let lower = |at: usize, dst: &mut [u8]| {
+        let word = u64::from_le_bytes(src[at..at + 8].try_into().unwrap());
+        dst[at..at + 8].copy_from_slice(&lower_word(word).to_le_bytes());
+    };
+    for at in (0..n - 8).step_by(8) {
+        lower(at, dst);
+    }
+    lower(n - 8, dst);
+}
+
+/// Each byte of `w` in `A..=Z` gets its 0x20 bit: a byte below 0x80 plus 0x80 - b'A' reaches
+/// 0x80 from `A` on, plus 0x80 - b'Z' - 1 from past `Z` on, and no sum carries into the next
+/// byte.
+fn lower_word(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = ONES * 0x80;
+    let low = w & !HIGHS;
+    let from_a = low + ONES * u64::from(0x80 - b'A');
+    let past_z = low + ONES * u64::from(0x80 - b'Z' - 1);
+    let upper = from_a & !past_z & !w & HIGHS;
+    w | (upper >> 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte value at every place of names of every length up to 40: the same as
+    /// `to_ascii_lowercase`.
+    #[test]
+    fn names_are_lowered_as_ascii_lowercase_does() {
+        for len in 0..=40 {
+            for b in 0..=255u8 {
+                for at in 0..len {
+                    let mut name: Vec<u8> = (0..len).map(|i| b"Ab-Z@[`z"[i % 8]).collect();
+                    name[at] = b;
+                    let mut lower = vec![0; len];
+                    lowercase_into(&mut lower, &name);
+                    assert_eq!(lower, name.to_ascii_lowercase(), "{name:?}");
+                }
+            }
+        }
     }
 }

@@ -14,6 +14,8 @@ mod table;
 
 pub use decode::Decoder;
 pub use encode::Encoder;
+#[cfg(test)]
+pub use static_table::STATIC;
 pub use static_table::{CONTENT_LENGTH, DATE, SERVER};
 
 /// A decoding error: a connection error COMPRESSION_ERROR (RFC 9113 §4.3).

@@ -306,3 +306,56 @@ fn changing_values_and_evictions_keep_the_tables_agreeing() {
         assert_eq!(d.table_size(), e.table_size(), "round {round}");
     }
 }
+
+/// A `:path` sent as a Huffman-coded literal without indexing (as nghttp2 sends every path).
+fn path_block(path: &str) -> Vec<u8> {
+    let mut block = hex("82 86");
+    block.push(0x04); // literal without indexing, the name `:path` (static index 4)
+    string(&mut block, path, true);
+    block
+}
+
+#[test]
+fn a_repeated_path_is_decoded_from_the_memo_and_never_stale() {
+    let mut d = Decoder::new(4096);
+    // The same path, then paths that differ from it in their last bits, their length, or in
+    // a byte in the middle; then back, and a path between two other literals.
+    let paths = [
+        "/benchmark-inprocess",
+        "/benchmark-inprocess",
+        "/benchmark-inprocesr",
+        "/benchmark-inprocess/",
+        "/benchmark-inprocess",
+        "/bench",
+        "/benchxark-inprocess",
+        "/benchmark-inprocess",
+    ];
+    for path in paths {
+        let fields = decode(&mut d, &path_block(path)).unwrap();
+        assert_eq!(
+            fields,
+            pairs(&[(":method", "GET"), (":scheme", "http"), (":path", path)]),
+            "{path}"
+        );
+    }
+    let mut block = path_block("/a");
+    block.push(0x04);
+    string(&mut block, "/b", true);
+    block.push(0x04);
+    string(&mut block, "/a", true);
+    let fields = decode(&mut d, &block).unwrap();
+    assert_eq!(
+        fields[2..],
+        pairs(&[(":path", "/a"), (":path", "/b"), (":path", "/a")])
+    );
+    // A path the memo holds, then the same bytes with bad padding: still an error.
+    decode(&mut d, &path_block("/x")).unwrap();
+    let mut bad = path_block("/x");
+    let last = bad.len() - 1;
+    bad[last] &= 0xf0;
+    assert_eq!(decode(&mut d, &bad), Err(DecodeError::Huffman));
+    assert_eq!(
+        decode(&mut d, &path_block("/x")).unwrap()[2],
+        (":path".to_string(), "/x".to_string())
+    );
+}

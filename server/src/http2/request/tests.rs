@@ -262,3 +262,81 @@ fn a_list_over_the_limit_is_a_431() {
     let r = build(&get_with(&[("big", &big)])).unwrap();
     assert_eq!(r.head.map(|_| ()).map_err(|e| e.status), Err(431));
 }
+
+/// The decoder passes the static table's fields as checked: their bytes must pass.
+#[test]
+fn the_static_tables_fields_pass_the_byte_checks() {
+    let limits = Limits::default();
+    for (name, value) in crate::http2::hpack::STATIC {
+        let mut scratch = Vec::new();
+        let mut b = Builder::new(&mut scratch, 100_000, &limits);
+        assert!(b.bytes_pass(name, value), "{name:?} {value:?}");
+        assert!(b.malformed.is_none() && b.error.is_none());
+    }
+}
+
+/// A request's header block decoded into a request, as the session does; and whether each
+/// field came as checked.
+fn decode_request(
+    d: &mut crate::http2::hpack::Decoder,
+    block: &[u8],
+) -> (Result<Request, Malformed>, Vec<bool>) {
+    let (limits, mut scratch, mut checked) = (Limits::default(), Vec::new(), Vec::new());
+    let mut b = Builder::new(&mut scratch, 100_000, &limits);
+    d.decode_checked(block, |n, v, c| {
+        checked.push(c);
+        b.field_checked(n, v, c)
+    })
+    .unwrap();
+    (b.finish(), checked)
+}
+
+/// GET / on example.com (static entries, and `:authority` without indexing), then `extra`.
+fn block_with(extra: &[u8]) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86, 0x84, 0x01, 11];
+    block.extend_from_slice(b"example.com");
+    block.extend_from_slice(extra);
+    block
+}
+
+/// A literal with incremental indexing, a new name (RFC 7541 §6.2.1), not Huffman-coded.
+fn indexed_literal(name: &str, value: &str) -> Vec<u8> {
+    let mut out = vec![0x40, name.len() as u8];
+    out.extend_from_slice(name.as_bytes());
+    out.push(value.len() as u8);
+    out.extend_from_slice(value.as_bytes());
+    out
+}
+
+/// A field from the dynamic table skips the byte checks only when it passed them as it came:
+/// one refused or failed when added is refused or failed again when a later request names it
+/// by its index.
+#[test]
+fn a_field_from_the_table_is_checked_again_unless_it_passed() {
+    // Index 62: the entry added last.
+    const NEWEST: u8 = 0x80 | 62;
+    let mut d = crate::http2::hpack::Decoder::new(4096);
+    let (r, _) = decode_request(&mut d, &block_with(&indexed_literal("user-agent", "ua 1")));
+    assert!(r.unwrap().head.is_ok());
+    let (r, checked) = decode_request(&mut d, &block_with(&[NEWEST]));
+    assert!(r.unwrap().head.is_ok());
+    assert_eq!(checked, [true, true, true, false, true]);
+
+    for (name, value, refused) in [
+        ("x-a", " leading space", true),
+        ("X-Upper", "v", true),
+        ("x-b", "a\u{1}b", false),
+    ] {
+        for block in [
+            block_with(&indexed_literal(name, value)),
+            block_with(&[NEWEST]),
+        ] {
+            let (r, checked) = decode_request(&mut d, &block);
+            assert!(!checked[4], "{name}: {value:?}");
+            match r {
+                Err(_) => assert!(refused, "{name}: {value:?}"),
+                Ok(r) => assert_eq!(r.head.err().map(|e| e.status), Some(400), "{name}"),
+            }
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! The connection loop's one I/O step: write what the output buffer holds, else read.
+//! The connection loop's one I/O step: write what the output holds (one vectored write of the
+//! frames and the bodies held by reference), else read.
 
 use std::cell::RefCell;
 use std::io;
@@ -32,16 +33,21 @@ pub fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
     }
     {
         let mut c = core.borrow_mut();
-        let c = &mut *c;
-        if c.written < c.out.len() {
-            match Pin::new(&mut *io).poll_write(cx, &c.out[c.written..]) {
+        let mut out = c.output();
+        if out.queued() > 0 {
+            let wrote = out.write_with(|slices| {
+                let wrote = match slices {
+                    [one] => Pin::new(&mut *io).poll_write(cx, one),
+                    _ => Pin::new(&mut *io).poll_write_vectored(cx, slices),
+                };
+                match wrote {
+                    Poll::Ready(Ok(n)) => (n, Poll::Ready(Ok(n))),
+                    other => (0, other),
+                }
+            });
+            match wrote {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    c.written += n;
-                    if c.written == c.out.len() {
-                        c.out.clear();
-                        c.written = 0;
-                    }
+                Poll::Ready(Ok(_)) => {
                     *unflushed = true;
                     return Poll::Ready(Ok(Step::Wrote));
                 }
@@ -52,8 +58,8 @@ pub fn io_step<T: AsyncRead + AsyncWrite + Unpin>(
     }
     {
         // A client that sends but does not read is not read either once its answers pile up.
-        let c = core.borrow();
-        if c.out.len() - c.written > 4 * c.out_limit {
+        let mut c = core.borrow_mut();
+        if c.output().queued() > 4 * c.out_limit {
             return Poll::Pending;
         }
     }

@@ -58,7 +58,7 @@ impl Session {
         self.last_id = id;
         let mut builder = Builder::new(&mut self.pseudo, self.max_list, &self.limits);
         self.decoder
-            .decode(block, |n, v| builder.field(n, v))
+            .decode_checked(block, |n, v, checked| builder.field_checked(n, v, checked))
             .map_err(|_| Reason::Compression)?;
         let mut core = self.core.borrow_mut();
         if self.going_away {
