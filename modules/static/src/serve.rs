@@ -4,10 +4,11 @@
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
 
 use osprey_sdk::http::range::{content_range, multipart, unsatisfied_range};
 use osprey_sdk::http::{self, Precondition, Ranges, Validators};
-use osprey_sdk::{Body, Outcome, Request, Response};
+use osprey_sdk::{Body, FixedHeader, Outcome, Request, Response};
 
 use crate::files::{Entry, Source, Variant};
 
@@ -16,16 +17,41 @@ const MAX_RANGES: usize = 16;
 /// A multipart answer is built in memory; beyond this many bytes the whole file is sent.
 const MULTIPART_LIMIT: u64 = 1024 * 1024;
 
+/// The headers a file's answer carries, checked once: the core checks neither the names nor
+/// the constant values again per answer (see `FixedHeader`).
+struct Fixed {
+    vary: &'static FixedHeader,
+    gzip: &'static FixedHeader,
+    ranges: &'static FixedHeader,
+    // Names only: the values are each file's own.
+    last_modified: &'static FixedHeader,
+    etag: &'static FixedHeader,
+    content_type: &'static FixedHeader,
+}
+
+static FIXED: LazyLock<Fixed> = LazyLock::new(|| {
+    let fixed = |name, value| FixedHeader::new(name, value).expect("a valid header");
+    Fixed {
+        vary: fixed("Vary", "Accept-Encoding"),
+        gzip: fixed("Content-Encoding", "gzip"),
+        ranges: fixed("Accept-Ranges", "bytes"),
+        last_modified: fixed("Last-Modified", ""),
+        etag: fixed("ETag", ""),
+        content_type: fixed("Content-Type", ""),
+    }
+});
+
 pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
     let gz = entry.gz.as_ref().filter(|_| http::accepts(req, "gzip"));
     let v = gz.unwrap_or(&entry.plain);
-    resp.header("Last-Modified", v.last_modified.clone())
-        .header("ETag", v.etag.clone());
+    let fixed = &*FIXED;
+    resp.header_named(fixed.last_modified, v.last_modified.clone())
+        .header_named(fixed.etag, v.etag.clone());
     if entry.gz.is_some() {
-        resp.header("Vary", "Accept-Encoding");
+        resp.fixed_header(fixed.vary);
     }
     if gz.is_some() {
-        resp.header("Content-Encoding", "gzip");
+        resp.fixed_header(fixed.gzip);
     }
     let validators = Validators {
         etag: Some(&v.etag),
@@ -48,11 +74,11 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
             return Outcome::Done;
         }
     }
-    resp.header("Accept-Ranges", "bytes");
+    resp.fixed_header(fixed.ranges);
     let ranges = http::requested_ranges(req, &validators, v.size);
     match ranges {
         Ranges::Full => {
-            resp.header("Content-Type", entry.content_type);
+            resp.header_named(fixed.content_type, entry.content_type);
             full(resp, v);
         }
         Ranges::Unsatisfiable => {
@@ -63,7 +89,7 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
         Ranges::Some(r) if r.len() == 1 => {
             let (first, last) = r[0];
             resp.status(206)
-                .header("Content-Type", entry.content_type)
+                .header_named(fixed.content_type, entry.content_type)
                 .header("Content-Range", content_range((first, last), v.size));
             resp.body = slice(v, first, last);
         }
@@ -89,7 +115,7 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
                     return Outcome::Error(500);
                 }
                 None => {
-                    resp.header("Content-Type", entry.content_type);
+                    resp.header_named(fixed.content_type, entry.content_type);
                     full(resp, v);
                 }
             }
