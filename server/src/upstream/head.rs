@@ -119,6 +119,7 @@ fn header_value(value: &[u8]) -> RCowStr<'static> {
 /// Where the line that goes on at `at` ends: the end of its text and the start of the next
 /// line (after CRLF, or a bare LF: RFC 9112 §2.2); `None` when `buf` ends first. Its bytes
 /// are read eight at a time while none is a control byte.
+#[inline]
 fn line_end(buf: &[u8], mut at: usize) -> Result<Option<(usize, usize)>, &'static str> {
     loop {
         while at + 8 <= buf.len() {
@@ -238,7 +239,8 @@ pub fn parse_response(
     let mut keep_alive = minor == 1;
     // Header names listed in `Connection`: hop-by-hop too (rare: looked at after the pass).
     let mut listed: Vec<&[u8]> = Vec::new();
-    let mut headers = Vec::new();
+    // Room for a usual head's end-to-end headers: one allocation, no growing.
+    let mut headers = Vec::with_capacity(8);
     let mut count = 0;
     let len = loop {
         if at > MAX_HEAD {

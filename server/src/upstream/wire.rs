@@ -1,9 +1,8 @@
 //! The upstream side of HTTP/1.1: encoding the request (the response head is read by `head`).
 
-use osprey_sdk::fields::is_token_byte;
 use osprey_sdk::UpstreamRequest;
 
-use crate::http::header_check::is_named;
+use crate::http::header_check::{self, is_named};
 
 use super::send_body::StreamedBody;
 
@@ -63,12 +62,13 @@ impl Encoded {
         host: &str,
     ) -> Result<(Encoded, Option<StreamedBody>), &'static str> {
         let method = req.method.as_str();
-        if method.is_empty() || !method.bytes().all(is_token_byte) {
+        // The request line's rules, a word at a time (a `str` is UTF-8 already).
+        if header_check::bad_token(method.as_bytes()) {
             return Err("bad request method");
         }
         let target = req.target.as_str();
         if !(target.starts_with('/') || target == "*")
-            || target.bytes().any(|b| b <= b' ' || b == 0x7f)
+            || header_check::bad_target(target.as_bytes())
         {
             return Err("bad request target");
         }
@@ -78,21 +78,19 @@ impl Encoded {
         } else {
             0
         };
-        let size = target.len() + host.len() + small + 64;
-        let size = req
-            .headers
-            .iter()
-            .fold(size, |n, h| n + h.name.len() + h.value.len() + 4);
-        let mut wire = Vec::with_capacity(size + 64);
+        // One pass for the size of the write and whether the module set its own `Host`.
+        let mut size = method.len() + target.len() + host.len() + small + 128;
+        let mut has_host = false;
+        for h in req.headers.iter() {
+            size += h.name.len() + h.value.len() + 4;
+            has_host |= is_named(h.name.as_bytes(), b"host");
+        }
+        let mut wire = Vec::with_capacity(size);
         wire.extend_from_slice(method.as_bytes());
         wire.push(b' ');
         wire.extend_from_slice(target.as_bytes());
         wire.extend_from_slice(b" HTTP/1.1\r\n");
         let host_at = wire.len();
-        let has_host = req
-            .headers
-            .iter()
-            .any(|h| is_named(h.name.as_bytes(), b"host"));
         if !has_host {
             push_header(&mut wire, "Host", host);
         }
@@ -102,12 +100,19 @@ impl Encoded {
         let mut upgrade = false;
         for h in req.headers.iter() {
             let name = h.name.as_str();
-            // The same rule as for a handler's response headers: a token name, no CR, LF, NUL.
-            if crate::http::encode::invalid_header(h) {
+            let class = class(name);
+            // The same rule as for a handler's response headers: a token name, no CR, LF, NUL
+            // (a name that matched a known one is a token: only its value is checked).
+            let bad = if class == Class::Other {
+                crate::http::encode::invalid_header(h)
+            } else {
+                header_check::breaks_line(h.value.as_bytes())
+            };
+            if bad {
                 return Err("bad request header");
             }
             // The first `Upgrade` and the first `Host` only.
-            let seen = match class(name) {
+            let seen = match class {
                 Class::Other => false,
                 Class::Own => true,
                 Class::Upgrade => std::mem::replace(&mut upgrade, true),
@@ -227,8 +232,25 @@ mod tests {
             String::from_utf8(e.for_server("other:1").into_owned()).unwrap(),
             "POST /a?b HTTP/1.1\r\nX-A: 1\r\nhost: front\r\nContent-Length: 2\r\n\r\nhi"
         );
-        let mut bad = req;
+        let mut bad = req.clone();
         bad.headers.push(HeaderPair::new("X-B", "a\r\nb"));
         assert!(Encoded::new(bad, true, "up:80").is_err());
+        // A known name (its token check skipped) still has its value checked.
+        let mut bad = req.clone();
+        bad.headers.push(HeaderPair::new("Upgrade", "ws\r\nX: y"));
+        assert!(Encoded::new(bad, true, "up:80").is_err());
+        let mut bad = req.clone();
+        bad.headers.push(HeaderPair::new("X(B)", "1"));
+        assert!(Encoded::new(bad, true, "up:80").is_err());
+        // The request line's rules: a token method, a target with no space or control.
+        for (method, target) in [("GE T", "/"), ("", "/"), ("GET", "/a b"), ("GET", "/a\x7f")] {
+            let mut bad = req.clone();
+            bad.method = method.into();
+            bad.target = target.into();
+            assert!(
+                Encoded::new(bad, true, "up:80").is_err(),
+                "{method} {target}"
+            );
+        }
     }
 }
