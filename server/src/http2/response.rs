@@ -43,6 +43,12 @@ pub fn head(core: &mut Core, id: u32, resp: &Response, length: Option<u64>, end:
     crate::http::date::with_date(|date| enc.indexed_name(out, hpack::DATE, date));
     let mut has_server = false;
     for h in resp.headers.iter() {
+        // The common names straight to their static index, else checked and lowercased.
+        if let Some(i) = hpack::written_index(h.name.as_bytes()) {
+            has_server |= i == hpack::SERVER;
+            enc.static_name(out, i, h.value.as_bytes());
+            continue;
+        }
         if skipped(&h.name) {
             continue;
         }
@@ -212,6 +218,43 @@ mod tests {
         }
         for name in ["content-type", "x-date", "server", "tee"] {
             assert!(!skipped(name), "{name}");
+        }
+    }
+
+    /// A name in any casing goes out in lowercase at its static index, indexed the same: the
+    /// second answer's `content-type` is one byte from the dynamic table whatever its casing.
+    /// None of the names found as written is one skipped.
+    #[test]
+    fn names_in_any_casing_go_out_lowercase_and_indexed() {
+        let mut core = Core::new(1 << 20, Flood::new(0));
+        let mut decoder = Decoder::new(4096);
+        let mut lens = Vec::new();
+        for (id, name) in [
+            (1, "Content-Type"),
+            (3, "CONTENT-TYPE"),
+            (5, "content-type"),
+        ] {
+            let at = core.out.len();
+            let mut resp = Response::default();
+            resp.header(name, "text/html").header("ETag", "\"x\"");
+            head(&mut core, id, &resp, None, true);
+            let block = &core.out[at + HEADER_LEN..];
+            // The first answer added content-type (62), then server (62, content-type 63).
+            lens.push(block.len());
+            assert_eq!(block.contains(&(0x80 | 63)), id > 1, "{name}");
+            let mut fields = Vec::new();
+            decoder
+                .decode(block, |n, v| fields.push((n.to_vec(), v.to_vec())))
+                .unwrap();
+            assert!(fields.contains(&(b"content-type".to_vec(), b"text/html".to_vec())));
+            assert!(fields.contains(&(b"etag".to_vec(), b"\"x\"".to_vec())));
+        }
+        assert!(lens[1] == lens[2] && lens[0] > lens[1] + "text/html".len());
+        for (name, _) in hpack::STATIC {
+            let name = std::str::from_utf8(name).unwrap();
+            if hpack::written_index(name.as_bytes()).is_some() {
+                assert!(!skipped(name), "{name}");
+            }
         }
     }
 

@@ -91,10 +91,7 @@ impl Encoder {
     /// A field; the name must be lowercase already.
     pub fn field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         match name_index(name) {
-            Some(i) if indexed(i) && value.len() <= MAX_INDEXED_VALUE => {
-                self.indexing(out, i, name, value)
-            }
-            Some(i) => self.indexed_name(out, i, value),
+            Some(i) => self.static_name(out, i, value),
             None => {
                 out.push(0);
                 write_int(out, name.len(), 7, 0);
@@ -102,6 +99,15 @@ impl Encoder {
                 write_int(out, value.len(), 7, 0);
                 out.extend_from_slice(value);
             }
+        }
+    }
+
+    /// A field whose name is the static table's entry `i`: indexed when it is worth it.
+    pub fn static_name(&mut self, out: &mut Vec<u8>, i: usize, value: &[u8]) {
+        if indexed(i) && value.len() <= MAX_INDEXED_VALUE {
+            self.indexing(out, i, STATIC[i - 1].0, value)
+        } else {
+            self.indexed_name(out, i, value)
         }
     }
 

@@ -16,7 +16,7 @@ pub use decode::Decoder;
 pub use encode::Encoder;
 #[cfg(test)]
 pub use static_table::STATIC;
-pub use static_table::{CONTENT_LENGTH, DATE, SERVER};
+pub use static_table::{written_index, CONTENT_LENGTH, DATE, SERVER};
 
 /// A decoding error: a connection error COMPRESSION_ERROR (RFC 9113 §4.3).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]

@@ -69,6 +69,32 @@ pub const STATIC: [(&[u8], &[u8]); 61] = [
     (b"www-authenticate", b""),
 ];
 
+/// The static index of a response field name as handlers write it (`Content-Type`, `ETag`)
+/// or in lowercase, for the names answers carry most: found by length and last byte, then
+/// one compare, with no lowercasing. `None` for any other name or casing (then lowercase it
+/// and ask [`name_index`]); none of these names is one the core sets or HTTP/2 forbids.
+pub fn written_index(name: &[u8]) -> Option<usize> {
+    let (index, written): (usize, &[u8]) = match (name.len(), *name.last()?) {
+        (4, b'g') => (34, b"ETag"),
+        (4, b'k') => (45, b"Link"),
+        (4, b'y') => (59, b"Vary"),
+        (6, b'r') => (54, b"Server"),
+        (7, b's') => (36, b"Expires"),
+        (8, b'n') => (46, b"Location"),
+        (10, b'e') => (55, b"Set-Cookie"),
+        (12, b'e') => (31, b"Content-Type"),
+        (13, b'd') => (44, b"Last-Modified"),
+        (13, b'e') => (30, b"Content-Range"),
+        (13, b'l') => (24, b"Cache-Control"),
+        (13, b's') => (18, b"Accept-Ranges"),
+        (16, b'e') => (27, b"Content-Language"),
+        (16, b'g') => (26, b"Content-Encoding"),
+        (16, b'n') => (29, b"Content-Location"),
+        _ => return None,
+    };
+    (name == written || name == STATIC[index - 1].0).then_some(index)
+}
+
 /// The static index of a (lowercase) field name, for the encoder: by length first, so a name
 /// is compared with the two or three of its length, not with all of them.
 pub fn name_index(name: &[u8]) -> Option<usize> {
@@ -190,5 +216,39 @@ mod tests {
         }
         assert_eq!(name_index(b"x-custom"), None);
         assert_eq!(name_index(b":path"), None);
+    }
+
+    /// A name as written or in lowercase: the index of its lowercase form; any other name
+    /// or casing (the same length and last byte too): none, so the caller lowercases it.
+    #[test]
+    fn written_names_are_found_at_the_index_of_their_lowercase() {
+        for name in [
+            "Content-Type",
+            "ETag",
+            "Last-Modified",
+            "Vary",
+            "content-encoding",
+        ] {
+            let lower = name.to_ascii_lowercase();
+            assert_eq!(
+                written_index(name.as_bytes()),
+                name_index(lower.as_bytes()),
+                "{name}"
+            );
+            assert!(written_index(name.as_bytes()).is_some(), "{name}");
+        }
+        for name in [
+            "CONTENT-TYPE",
+            "Etag",
+            "Content-Typo",
+            "X-Type-Content",
+            "",
+            "Date",
+        ] {
+            assert_eq!(written_index(name.as_bytes()), None, "{name}");
+        }
+        for (i, (name, _)) in STATIC.iter().enumerate().skip(14) {
+            assert!(written_index(name).is_none_or(|at| at == i + 1));
+        }
     }
 }
