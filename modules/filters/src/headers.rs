@@ -2,7 +2,7 @@
 //! and `Cache-Control`/`Expires` by status and content type (nginx's and h2o's `expires`).
 //! Like nginx, only successful and redirect answers are changed unless `always` is set.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
@@ -185,18 +185,17 @@ const NEVER: u64 = u64::MAX;
 /// `expires`. Formatted once per second and thread (for the last `max_age` asked); each
 /// answer gets a copy of a known length, which compiles to a few moves, not a `memcpy` call.
 fn expires_at(max_age: i64) -> String {
-    thread_local!(static LAST: RefCell<(u64, [u8; DATE_LEN])> = const { RefCell::new((NEVER, [0; DATE_LEN])) });
+    // A `Cell`, not a `RefCell`: read and written whole, no borrow flag to keep.
+    thread_local!(static LAST: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((NEVER, [0; DATE_LEN])) });
     let at = clock::unix_secs()
         .saturating_add_signed(max_age)
         .min(LAST_HTTP_DATE);
-    let text = LAST.with_borrow_mut(|(secs, text)| {
-        if *secs != at {
-            *secs = at;
-            let date = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(at));
-            text.copy_from_slice(date.as_bytes());
-        }
-        *text
-    });
+    let (secs, mut text) = LAST.get();
+    if secs != at {
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(at));
+        text.copy_from_slice(date.as_bytes());
+        LAST.set((at, text));
+    }
     // SAFETY: `text` is a copy of `fmt_http_date`'s ASCII.
     unsafe { String::from_utf8_unchecked(text.to_vec()) }
 }
