@@ -2,7 +2,7 @@
 //! and `Cache-Control`/`Expires` by status and content type (nginx's and h2o's `expires`).
 //! Like nginx, only successful and redirect answers are changed unless `always` is set.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
@@ -10,8 +10,11 @@ use osprey_sdk::clock;
 use osprey_sdk::fields::{is_core_managed, is_token};
 use osprey_sdk::{parse_config, ConfigError, Filter, FixedHeader, Request, Response, Wants};
 
-/// nginx's statuses for `add_header` and `expires` without `always`.
-const DEFAULT_STATUSES: &[u16] = &[200, 201, 204, 206, 301, 302, 303, 304, 307, 308];
+/// nginx's statuses for `add_header` and `expires` without `always` (a `match`: a few
+/// compares, where a slice's `contains` is a call).
+fn default_status(status: u16) -> bool {
+    matches!(status, 200 | 201 | 204 | 206 | 301..=304 | 307 | 308)
+}
 
 #[derive(serde::Deserialize)]
 struct Conf {
@@ -109,7 +112,7 @@ impl Headers {
     }
 
     fn applies(&self, status: u16) -> bool {
-        self.always || DEFAULT_STATUSES.contains(&status)
+        self.always || default_status(status)
     }
 }
 
@@ -171,20 +174,30 @@ impl Filter for Headers {
 /// The last year an HTTP date can show.
 const LAST_HTTP_DATE: u64 = 253_402_300_799; // 9999-12-31 23:59:59
 
+/// The length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), as every date up to
+/// [`LAST_HTTP_DATE`] is written.
+const DATE_LEN: usize = 29;
+
+/// No date: the memo's second before its first date.
+const NEVER: u64 = u64::MAX;
+
 /// The HTTP date `max_age` seconds from now (in the past when negative), as nginx's
-/// `expires`. Formatted once per second and thread (for the last `max_age` asked).
+/// `expires`. Formatted once per second and thread (for the last `max_age` asked); each
+/// answer gets a copy of a known length, which compiles to a few moves, not a `memcpy` call.
 fn expires_at(max_age: i64) -> String {
-    thread_local!(static LAST: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) });
+    // A `Cell`, not a `RefCell`: read and written whole, no borrow flag to keep.
+    thread_local!(static LAST: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((NEVER, [0; DATE_LEN])) });
     let at = clock::unix_secs()
         .saturating_add_signed(max_age)
         .min(LAST_HTTP_DATE);
-    LAST.with_borrow_mut(|(secs, text)| {
-        if *secs != at || text.is_empty() {
-            *secs = at;
-            *text = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(at));
-        }
-        text.clone()
-    })
+    let (secs, mut text) = LAST.get();
+    if secs != at {
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(at));
+        text.copy_from_slice(date.as_bytes());
+        LAST.set((at, text));
+    }
+    // SAFETY: `text` is a copy of `fmt_http_date`'s ASCII.
+    unsafe { String::from_utf8_unchecked(text.to_vec()) }
 }
 
 /// `image/` matches by prefix, `+json` by suffix, anything else exactly (case-insensitive;
@@ -214,6 +227,12 @@ mod tests {
         assert!(!type_matches("image/", "imag"));
         assert!(!type_matches("+json", "json"));
         assert!(!type_matches("text/css", "text/cssx"));
+    }
+
+    #[test]
+    fn default_statuses_are_nginxs() {
+        let on: Vec<u16> = (100..600).filter(|&s| default_status(s)).collect();
+        assert_eq!(on, [200, 201, 204, 206, 301, 302, 303, 304, 307, 308]);
     }
 
     #[test]

@@ -56,23 +56,13 @@ fn suspect(bytes: &[u8], pad: u8, test: impl Fn(u64) -> u64) -> bool {
 }
 
 /// Whether a value holds CR, LF or NUL. Long values (a cookie, a CSP) go to `memchr3`'s
-/// vector loop.
+/// vector loop; shorter ones are tested for any byte below 14 in one branch for the whole
+/// value (text has none), and only then are the three told from a tab.
 pub fn breaks_line(value: &[u8]) -> bool {
     if value.len() >= 64 {
         return memchr::memchr3(b'\r', b'\n', 0, value).is_some();
     }
-    let mut found = 0;
-    let n = value.len();
-    if n >= 8 {
-        for chunk in value.chunks_exact(8) {
-            found |= line_breakers(word(chunk));
-        }
-        // The last eight bytes, overlapping what was read: no partial word.
-        found |= line_breakers(word(&value[n - 8..]));
-    } else {
-        found = line_breakers(short_word(value, b' '));
-    }
-    found != 0
+    suspect(value, b' ', |v| less(v, 14)) && value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n'))
 }
 
 /// Whether `name` (bytes from 0x20 up: a token, say) is `lower` (lowercase letters and `-`,
@@ -127,16 +117,6 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 /// Non-zero when a byte of `x` is less than `n` (exact as to whether one is, for n <= 128).
 pub(crate) fn less(x: u64, n: u8) -> u64 {
     x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS
-}
-
-/// Non-zero when one of the eight bytes of `v` is CR, LF or NUL. The classic "has a byte
-/// less than n" (exact as to whether there is one): text has no byte below 14, and only then
-/// are the three told from a tab.
-fn line_breakers(v: u64) -> u64 {
-    if less(v, 14) == 0 {
-        return 0;
-    }
-    less(v, 1) | less(v ^ (ONES * u64::from(b'\r')), 1) | less(v ^ (ONES * u64::from(b'\n')), 1)
 }
 
 #[cfg(test)]
