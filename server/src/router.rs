@@ -1,7 +1,8 @@
 //! NXWEB routing: routes in priority order, matched by prefix (at a segment boundary),
 //! virtual host, secure flag and method; a declining handler passes to the next route.
 
-use osprey_sdk::{FilterBox, HandlerBox, Mode, Wants};
+use osprey_sdk::abi_stable::std_types::{RStr, RVec};
+use osprey_sdk::{FilterBox, HandlerBox, HeaderPair, Mode, Request, Response, Wants};
 
 use crate::config::{Config, ConfigError};
 use crate::modules::Registry;
@@ -64,6 +65,26 @@ impl RouteFilter {
     #[inline]
     pub fn before_for(&self, method: &str) -> bool {
         self.wants(Wants::BEFORE) || self.wants(Wants::BEFORE_OPTIONS) && method == "OPTIONS"
+    }
+
+    /// The request headers it sets for the handler; `None` when it sets none or takes no
+    /// part in `request_headers` (then nothing is built or dropped).
+    #[inline]
+    pub fn request_headers(&self, req: &Request<'_>, key: RStr<'_>) -> Option<RVec<HeaderPair>> {
+        if !self.wants(Wants::REQUEST_HEADERS) {
+            return None;
+        }
+        let mut set = RVec::new();
+        self.filter.request_headers(req, key, &mut set);
+        (!set.is_empty()).then_some(set)
+    }
+
+    /// Its `after`, if it takes part in that step.
+    #[inline]
+    pub fn after(&self, req: &Request<'_>, key: RStr<'_>, resp: &mut Response) {
+        if self.wants(Wants::AFTER) {
+            self.filter.after(req, key, resp);
+        }
     }
 }
 

@@ -287,14 +287,13 @@ impl<I: Io> Conn<I> {
     /// Write the rest of a large, file or streamed body.
     async fn write_rest(&mut self, w: Writing) -> State {
         let Writing {
-            ex,
+            mut ex,
             started,
             flight,
         } = w;
         let timeout = self.shared.timeouts.write;
         match respond::send_rest(&mut self.io, &mut self.out, started, timeout).await {
             Ok(sent) => {
-                let mut ex = ex;
                 let next = self.answered(&mut ex, flight, sent);
                 pool::give_head(ex.head);
                 next

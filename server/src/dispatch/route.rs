@@ -244,12 +244,8 @@ impl<'a> RouteRun<'a> {
                     match step {
                         Step::Continue => {
                             self.phase = Phase::Before(i + 1);
-                            if f.wants(Wants::REQUEST_HEADERS) {
-                                let mut set = RVec::new();
-                                f.filter.request_headers(req, key, &mut set);
-                                if !set.is_empty() {
-                                    return Stretch::SetHeaders(set);
-                                }
+                            if let Some(set) = f.request_headers(req, key) {
+                                return Stretch::SetHeaders(set);
                             }
                         }
                         // A filter answered (a cache hit): `after` of the filters before it runs.
@@ -291,9 +287,7 @@ impl<'a> RouteRun<'a> {
                     {
                         return Stretch::Stop(Advanced::Blocked(Blocked::Pool));
                     }
-                    if f.wants(Wants::AFTER) {
-                        f.filter.after(req, RStr::from_str(&self.key), resp);
-                    }
+                    f.after(req, RStr::from_str(&self.key), resp);
                     self.phase = Phase::After(n - 1);
                 }
             }
@@ -317,22 +311,28 @@ impl<'a> RouteRun<'a> {
         None
     }
 
-    /// The request headers filter `i` sets for the handler.
-    fn request_headers(&self, site: Site<'_>, ex: &mut Exchange, i: usize) -> RVec<HeaderPair> {
-        let mut set = RVec::new();
+    /// The request headers filter `i` sets for the handler (only a filter that takes part
+    /// is given a view of the request).
+    fn request_headers(
+        &self,
+        site: Site<'_>,
+        ex: &mut Exchange,
+        i: usize,
+    ) -> Option<RVec<HeaderPair>> {
         let f = &self.filters[i];
-        if f.wants(Wants::REQUEST_HEADERS) {
-            site.view(ex, |req, _| {
-                f.filter
-                    .request_headers(req, RStr::from_str(&self.key), &mut set)
-            });
+        if !f.wants(Wants::REQUEST_HEADERS) {
+            return None;
         }
-        set
+        site.view(ex, |req, _| {
+            f.request_headers(req, RStr::from_str(&self.key))
+        })
     }
 
     /// Filter `i` let the request go on, setting request headers `set`.
-    fn went_on(&mut self, ex: &mut Exchange, i: usize, set: RVec<HeaderPair>) {
-        ex.extra.extend(set);
+    fn went_on(&mut self, ex: &mut Exchange, i: usize, set: Option<RVec<HeaderPair>>) {
+        if let Some(set) = set {
+            ex.extra.extend(set);
+        }
         self.phase = Phase::Before(i + 1);
     }
 
@@ -443,14 +443,11 @@ pub fn run_plain(site: Site<'_>, ex: &mut Exchange, at: (usize, usize)) -> Plain
                 false => Step::Continue,
             };
             match step {
-                Step::Continue if f.wants(Wants::REQUEST_HEADERS) => {
-                    let mut set = RVec::new();
-                    f.filter.request_headers(req, key, &mut set);
-                    if !set.is_empty() {
+                Step::Continue => {
+                    if let Some(set) = f.request_headers(req, key) {
                         return Plain::SetHeaders(i, set);
                     }
                 }
-                Step::Continue => {}
                 Step::Respond => return afters(&filters[..i], req, resp),
                 Step::Wait => {
                     let wait = Blocked::FilterWait(i);
@@ -472,9 +469,7 @@ pub fn run_plain(site: Site<'_>, ex: &mut Exchange, at: (usize, usize)) -> Plain
 /// The `after` steps of a plain route's `filters`, from the last.
 fn afters(filters: &[RouteFilter], req: &Request<'_>, resp: &mut Response) -> Plain {
     for f in filters.iter().rev() {
-        if f.wants(Wants::AFTER) {
-            f.filter.after(req, RStr::from_str(""), resp);
-        }
+        f.after(req, RStr::from_str(""), resp);
     }
     Plain::Answered
 }
