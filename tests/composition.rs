@@ -178,6 +178,34 @@ fn cached_fragments_keep_their_own_ttls() {
     assert_ne!(live1, live2, "the uncached clock moves");
 }
 
+/// An include reads only its fragment's body, so the static handler leaves the validators
+/// out; not where a filter of the fragment's route keys a cache: the answer it stores for the
+/// include is served to clients, validators and all.
+#[test]
+fn a_fragment_cached_for_an_include_keeps_its_validators_for_clients() {
+    let kept = TempDir::new("kept");
+    std::fs::write(kept.path().join("f.html"), "<b>kept</b>").unwrap();
+    let route = format!(
+        r#"{{"prefix": "/kept", "handler": "sendfile", "dir": {:?}, "memcache": true,
+            "filters": [{{"type": "file_cache", "cache_dir": {:?}, "ttl": 60}}]}},"#,
+        kept.path().display().to_string(),
+        kept.path().join("cache").display().to_string(),
+    );
+    let (srv, _dir) = start(&route);
+    let page = "<!--#include virtual=\"/kept/f.html\" -->!";
+    std::fs::write(find_www(&srv).join("kept.shtml"), page).unwrap();
+    assert_eq!(srv.get("/kept.shtml").text(), "<b>kept</b>!");
+    let r = srv.get("/kept/f.html");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "<b>kept</b>".to_owned()),
+        "{r:?}"
+    );
+    assert!(r.header("age").is_some(), "stored by the include: {r:?}");
+    assert!(r.header("last-modified").is_some(), "{r:?}");
+    assert!(r.header("etag").is_some(), "{r:?}");
+}
+
 /// The `www` directory of a server started by [`start`] (named in its configuration).
 fn find_www(srv: &Server) -> std::path::PathBuf {
     let conf = std::fs::read_to_string(srv.dir.path().join("osprey.json")).unwrap();

@@ -66,6 +66,9 @@ pub struct Request<'a> {
     pub remote_addr: RStr<'a>,
     /// The connection is TLS.
     pub secure: bool,
+    /// A subrequest whose parent reads only its body ([`Subrequest::body_only`](crate::Subrequest::body_only),
+    /// an SSI include): headers only a client reads (`Last-Modified`, `ETag`) may be left out.
+    pub body_only: bool,
     /// This request's id: 32 hex digits of 128 random bits, unique across threads and
     /// restarts, or the `X-Request-Id` a trusted proxy in front sent (see `request_id` in the
     /// configuration).

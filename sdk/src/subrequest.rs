@@ -45,6 +45,8 @@ pub struct SubrequestTarget {
     pub host: RString,
     /// Request headers to send with it (the subrequest has no others but `Host`).
     pub headers: RVec<HeaderPair>,
+    /// The parent reads only its body (see [`Subrequest::body_only`]).
+    pub body_only: bool,
 }
 
 /// Why a subrequest gave no response: over a limit (depth, count per request), a loop, a target
@@ -146,6 +148,7 @@ impl Subrequest {
                 host: RString::new(),
                 // Room for one (as `ssi` sends): a list grown from empty costs more.
                 headers: RVec::with_capacity(1),
+                body_only: false,
             },
         }
     }
@@ -165,6 +168,14 @@ impl Subrequest {
     /// Send a request header with it.
     pub fn header(mut self, name: impl Into<HeaderText>, value: impl Into<HeaderText>) -> Self {
         self.target.headers.push(HeaderPair::new(name, value));
+        self
+    }
+
+    /// Say that only its body will be read (an SSI include): its handler sees
+    /// [`Request::body_only`] and may leave out what only a client reads (validators), unless
+    /// a filter of its route keys a cache (the answer may be stored and served to clients).
+    pub fn body_only(mut self) -> Self {
+        self.target.body_only = true;
         self
     }
 

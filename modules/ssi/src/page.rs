@@ -84,12 +84,15 @@ pub fn assemble_parts(
 ) -> Composite {
     let mut page = Composite::with_capacity(parts.len()).error_marker(marker.as_bytes().to_vec());
     // The subrequest includes start, carrying the variables: encoded once until a `set`
-    // changes them, its URI set for each include.
+    // changes them, its URI set for each include. Only their bodies go into the page.
     let mut with_vars: Option<Subrequest> = None;
     let include =
         |page: &mut Composite, with_vars: &mut Option<Subrequest>, vars: &Vars, uri: &str| {
-            let sub = with_vars
-                .get_or_insert_with(|| Subrequest::get("").header(INHERITED, vars.encode()));
+            let sub = with_vars.get_or_insert_with(|| {
+                Subrequest::get("")
+                    .header(INHERITED, vars.encode())
+                    .body_only()
+            });
             sub.set_uri(uri);
             page.push_started(parent, sub);
         };

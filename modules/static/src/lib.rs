@@ -141,7 +141,54 @@ fn host_ok(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::host_ok;
+    use super::*;
+    use osprey_sdk::testing::{self, TestRequest};
+
+    /// A parent that reads only the body (an SSI include) gets no validators, nor
+    /// `Accept-Ranges`; any other request gets them, and the same body.
+    #[test]
+    fn validators_are_left_out_for_a_parent_that_reads_only_the_body() {
+        testing::install();
+        let dir =
+            std::env::temp_dir().join(format!("osprey-static-body-only-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f.html"), "<i>F</i>").unwrap();
+        for memcache in [true, false] {
+            let json = format!(
+                r#"{{"dir": {:?}, "memcache": {memcache}}}"#,
+                dir.display().to_string()
+            );
+            let handler = Static {
+                files: Files::new(config::Config::parse(&json).unwrap()),
+                route: front::new_route_id(),
+            };
+            for body_only in [false, true] {
+                let mut resp = Response::new();
+                let req = TestRequest::get("/f.html").body_only(body_only);
+                req.with_view(|req| handler.handle(req, &mut resp));
+                assert_eq!(resp.status, 200);
+                let bytes = match &resp.body {
+                    osprey_sdk::Body::Shared(b) => b.to_vec(),
+                    osprey_sdk::Body::File(range) => {
+                        let mut buf = vec![0; range.len as usize];
+                        range.file.read_exact_at(&mut buf, range.offset).unwrap();
+                        buf
+                    }
+                    _ => unreachable!(),
+                };
+                assert_eq!(bytes, b"<i>F</i>");
+                for name in ["Last-Modified", "ETag", "Accept-Ranges"] {
+                    let has = resp.get_header(name).is_some();
+                    assert_eq!(
+                        has, !body_only,
+                        "{name}, body_only {body_only}, memcache {memcache}"
+                    );
+                }
+                assert!(resp.get_header("Content-Type").is_some());
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn checks_hosts() {

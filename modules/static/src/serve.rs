@@ -45,8 +45,12 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
     let gz = entry.gz.as_ref().filter(|_| http::accepts(req, "gzip"));
     let v = gz.unwrap_or(&entry.plain);
     let fixed = &*FIXED;
-    resp.header_named(fixed.last_modified, v.last_modified.clone())
-        .header_named(fixed.etag, v.etag.clone());
+    // Validators are for clients: a parent that reads only the body (an SSI include) is
+    // spared their copies.
+    if !req.body_only {
+        resp.header_named(fixed.last_modified, v.last_modified.clone())
+            .header_named(fixed.etag, v.etag.clone());
+    }
     if entry.gz.is_some() {
         resp.fixed_header(fixed.vary);
     }
@@ -74,7 +78,9 @@ pub fn serve(req: &Request<'_>, resp: &mut Response, entry: &Entry) -> Outcome {
             return Outcome::Done;
         }
     }
-    resp.fixed_header(fixed.ranges);
+    if !req.body_only {
+        resp.fixed_header(fixed.ranges);
+    }
     let ranges = http::requested_ranges(req, &validators, v.size);
     match ranges {
         Ranges::Full => {

@@ -49,6 +49,7 @@ pub(crate) mod test_request {
             host: RStr::from("localhost"),
             remote_addr: RStr::from("127.0.0.1:1"),
             secure: false,
+            body_only: false,
             request_id: empty,
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(&[]),

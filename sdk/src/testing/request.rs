@@ -40,6 +40,8 @@ pub struct TestRequest {
     pub remote_addr: String,
     /// Came over TLS.
     pub secure: bool,
+    /// A subrequest whose parent reads only its body (`Request::body_only`).
+    pub body_only: bool,
     /// The request's id (`Request::request_id`; the core gives each request a fresh one).
     pub request_id: String,
     /// Came over HTTP/2.
@@ -63,6 +65,7 @@ impl TestRequest {
             body: Vec::new(),
             remote_addr: "127.0.0.1:40000".to_owned(),
             secure: false,
+            body_only: false,
             request_id: "0123456789abcdef0123456789abcdef".to_owned(),
             http2: false,
             http_minor: 1,
@@ -179,6 +182,12 @@ impl TestRequest {
         self
     }
 
+    /// A subrequest whose parent reads only its body (`Request::body_only`).
+    pub fn body_only(mut self, body_only: bool) -> Self {
+        self.body_only = body_only;
+        self
+    }
+
     /// Came over HTTP/2.
     pub fn http2(mut self, http2: bool) -> Self {
         self.http2 = http2;
@@ -275,6 +284,7 @@ impl TestRequest {
             host: RStr::from_str(&host),
             remote_addr: RStr::from_str(&self.remote_addr),
             secure: self.secure,
+            body_only: self.body_only,
             request_id: RStr::from_str(&self.request_id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(if slot.is_some() { &[] } else { &self.body }),

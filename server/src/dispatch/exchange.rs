@@ -4,10 +4,12 @@ use arrayvec::ArrayVec;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr};
 use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
 
+use super::subrequest::Kin;
 use crate::http::body_buf::BodyBuf;
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
 use crate::request_id::{self, RequestId};
+use crate::router::Route;
 
 /// Where a request's body is.
 #[derive(Debug)]
@@ -42,15 +44,23 @@ pub struct Exchange {
     pub id: RequestId,
     /// Where the request stands among subrequests (`None` for a client request that started
     /// none yet).
-    pub lineage: Option<super::subrequest::Kin>,
+    pub lineage: Option<Kin>,
 }
 
 impl Exchange {
-    /// Build the borrowed request view and run `f` on it.
+    /// Whether `route`'s handler may answer with the body only ([`Request::body_only`]): the
+    /// request is a subrequest whose parent reads only its body, and no filter of the route
+    /// keys a cache (the answer could be stored and served to a client).
+    pub fn body_only(&self, route: &Route) -> bool {
+        !route.keyed && Kin::body_only(&self.lineage)
+    }
+
+    /// Build the borrowed request view and run `f` on it; `body_only` is
+    /// [`body_only`](Exchange::body_only)'s, asked before the lineage is taken out.
     pub fn with_request<R>(
         &mut self,
         peer: &Peer,
-        prefix: &str,
+        (prefix, body_only): (&str, bool),
         info_start: usize,
         f: impl FnOnce(&Request<'_>, &mut Response) -> R,
     ) -> R {
@@ -106,6 +116,7 @@ impl Exchange {
             host: RStr::from_str(head.host(buf)),
             remote_addr: RStr::from_str(&peer.remote),
             secure: peer.secure,
+            body_only,
             request_id: RStr::from_str(id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(body),

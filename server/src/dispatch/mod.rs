@@ -124,9 +124,11 @@ impl<'a> Site<'a> {
     /// Run `f` on the request view as this route sees it; subrequests started meanwhile are
     /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
+        let route = self.route();
+        let on = (route.prefix(), ex.body_only(route));
         let mut lineage = ex.lineage.take();
-        let (prefix, lineage_ref) = (self.route().prefix(), &mut lineage);
-        let out = ex.with_request(self.peer, prefix, self.info_start, |req, resp| {
+        let lineage_ref = &mut lineage;
+        let out = ex.with_request(self.peer, on, self.info_start, |req, resp| {
             // The id is the view's: copied only if a subrequest starts.
             let id = req.request_id.as_str();
             let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, id);

@@ -555,9 +555,8 @@ async fn on_pool<T: Send + 'static>(
     let (index, info_start) = (site.index, site.info_start);
     let job = move |ex: &mut Box<Exchange>| {
         let route = shared.router.route(index);
-        ex.with_request(&peer, route.prefix(), info_start, |req, resp| {
-            step(route, req, resp)
-        })
+        let on = (route.prefix(), ex.body_only(route));
+        ex.with_request(&peer, on, info_start, |req, resp| step(route, req, resp))
     };
     match place.run(ex, job).await {
         Some((ex, out)) => Ran::Done(ex, out),

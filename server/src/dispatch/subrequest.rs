@@ -39,9 +39,17 @@ use crate::server::Shared;
 pub enum Kin {
     /// A client request's own lineage, made with its first subrequest.
     Root(Arc<Lineage>),
-    /// A subrequest's: its parent's lineage. Its own is made only when it starts subrequests
-    /// itself (most fragments start none: nothing is allocated for them).
-    Child(Arc<Lineage>),
+    /// A subrequest's: its parent's lineage, and whether the parent reads only its body
+    /// (`SubrequestTarget::body_only`). Its own lineage is made only when it starts
+    /// subrequests itself (most fragments start none: nothing is allocated for them).
+    Child(Arc<Lineage>, bool),
+}
+
+impl Kin {
+    /// Whether `kin` is a subrequest's whose parent reads only its body.
+    pub fn body_only(kin: &Option<Kin>) -> bool {
+        matches!(kin, Some(Kin::Child(_, true)))
+    }
 }
 
 /// Where a request that starts subrequests stands: how deep, its (host, URI) and its
@@ -228,7 +236,7 @@ fn current_parent(
         }
         Some(Kin::Root(root)) => root.clone(),
         // Made for each handle (rarely more than one): kept, it would need a place of its own.
-        Some(Kin::Child(up)) => Arc::new(up.child(host, uri)),
+        Some(Kin::Child(up, _)) => Arc::new(up.child(host, uri)),
     };
     Ok(CoreParent {
         shared,
@@ -428,7 +436,7 @@ fn exchange(
         extra: Vec::new(),
         stream: None,
         id: parent.id,
-        lineage: Some(Kin::Child(parent.clone())),
+        lineage: Some(Kin::Child(parent.clone(), target.body_only)),
     })
 }
 
@@ -579,6 +587,7 @@ mod tests {
                 .iter()
                 .map(|&(name, value)| HeaderPair::new(name.to_owned(), value.to_owned()))
                 .collect::<RVec<_>>(),
+            body_only: false,
         }
     }
 
@@ -644,6 +653,22 @@ mod tests {
         let t = target("/f", &[]);
         let ex = exchange(&limits, "/f", checked("h"), &t, &root).unwrap();
         assert_eq!(ex.id.text(&ex.buf), root.id.text(b""));
+    }
+
+    #[test]
+    fn a_target_read_for_its_body_only_says_so_to_its_handler() {
+        let limits = Limits::default();
+        let root = root(&limits);
+        for body_only in [false, true] {
+            let t = SubrequestTarget {
+                body_only,
+                ..target("/f", &[])
+            };
+            let ex = exchange(&limits, "/f", checked("h"), &t, &root).unwrap();
+            assert_eq!(Kin::body_only(&ex.lineage), body_only);
+        }
+        // A client request is read whole.
+        assert!(!Kin::body_only(&Some(Kin::Root(root))));
     }
 
     #[test]
