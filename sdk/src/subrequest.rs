@@ -293,15 +293,17 @@ const FILE_CHUNK: u64 = 64 * 1024;
 /// for a page whose fragments are all there, not one per piece.
 const GATHER: usize = 64 * 1024;
 
-/// One piece of a composite body.
+/// One piece of a composite body. The large ones (a subrequest, its answer) are boxed: the
+/// pieces are moved in and out of the queue, and most are bytes.
 enum Piece {
     Bytes(RVec<u8>),
     /// A part of bytes shared with a cache or a kept document, sent from there.
     Shared(RArc<RVec<u8>>, Range<usize>),
     File(FileRange),
     /// A subrequest, then its answer once it came.
-    Fetch(Fetch),
-    Answer(String, Result<Response, SubrequestError>),
+    Fetch(Box<Fetch>),
+    /// The subrequest's URI (for log lines) and its answer.
+    Answer(Box<(String, Result<Response, SubrequestError>)>),
     /// A body being sent; `started` once a byte of it went out.
     Stream {
         stream: StreamBox,
@@ -423,7 +425,7 @@ impl Composite {
 
     /// [`fetch`](Composite::fetch) for a builder held by reference.
     pub fn push_fetch(&mut self, fetch: Fetch) {
-        self.pieces.push_back(Piece::Fetch(fetch));
+        self.pieces.push_back(Piece::Fetch(Box::new(fetch)));
     }
 
     /// Start `sub` for `parent` and add its body: [`push_fetch`](Composite::push_fetch) of
@@ -477,8 +479,8 @@ impl Composite {
     fn advance_fetches(&mut self, cx: &mut Context<'_>) {
         for piece in self.pieces.iter_mut() {
             if let Piece::Fetch(fetch) = piece {
-                if let Poll::Ready(answer) = Pin::new(&mut *fetch).poll(cx) {
-                    *piece = Piece::Answer(std::mem::take(&mut fetch.uri), answer);
+                if let Poll::Ready(answer) = Pin::new(&mut **fetch).poll(cx) {
+                    *piece = Piece::Answer(Box::new((std::mem::take(&mut fetch.uri), answer)));
                 }
             }
         }
@@ -500,12 +502,14 @@ impl Composite {
                 Piece::Bytes(b) => b.len(),
                 Piece::Shared(_, range) => range.len(),
                 Piece::File(f) => f.len.min(FILE_CHUNK) as usize,
-                Piece::Answer(_, Ok(r)) if r.status == 200 => match &r.body {
-                    Body::Stream(_) => break,
-                    body => body.len().unwrap_or(0).min(GATHER as u64) as usize,
+                Piece::Answer(answer) => match &answer.1 {
+                    Ok(r) if r.status == 200 => match &r.body {
+                        Body::Stream(_) => break,
+                        body => body.len().unwrap_or(0).min(GATHER as u64) as usize,
+                    },
+                    // A marker.
+                    _ => 0,
                 },
-                // A marker.
-                Piece::Answer(..) => 0,
                 _ => break,
             };
             if n >= GATHER {
@@ -567,20 +571,22 @@ impl Composite {
                     self.pieces.push_front(Piece::Fetch(fetch));
                     return Poll::Pending;
                 }
-                Piece::Answer(uri, Err(e)) => {
-                    return self.marker(&format!("subrequest {uri} failed: {e}"), out);
-                }
-                Piece::Answer(uri, Ok(resp)) if resp.status != 200 => {
-                    let why = format!("subrequest {uri} answered {}", resp.status);
-                    return self.marker(&why, out);
-                }
-                Piece::Answer(_, Ok(resp)) => {
-                    // The answer's body takes its place.
-                    if let Some(piece) = Piece::of(resp.body) {
-                        self.pieces.push_front(piece);
+                Piece::Answer(answer) => match *answer {
+                    (uri, Err(e)) => {
+                        return self.marker(&format!("subrequest {uri} failed: {e}"), out);
                     }
-                    continue;
-                }
+                    (uri, Ok(resp)) if resp.status != 200 => {
+                        let why = format!("subrequest {uri} answered {}", resp.status);
+                        return self.marker(&why, out);
+                    }
+                    (_, Ok(resp)) => {
+                        // The answer's body takes its place.
+                        if let Some(piece) = Piece::of(resp.body) {
+                            self.pieces.push_front(piece);
+                        }
+                        continue;
+                    }
+                },
                 Piece::Stream {
                     mut stream,
                     started,
