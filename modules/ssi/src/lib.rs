@@ -8,6 +8,7 @@
 //! "filters": [{"type": "ssi", "error_marker": "<!--[ssi error]-->"}]
 //! ```
 
+mod endings;
 mod layouts;
 mod page;
 mod parse;
@@ -77,7 +78,7 @@ struct Conf {
 
 pub struct Ssi {
     always: bool,
-    extensions: Vec<String>,
+    extensions: endings::Endings,
     marker: String,
     max_size: u64,
     layouts: layouts::Layouts,
@@ -91,7 +92,7 @@ impl Ssi {
         let c: Conf = parse_config(config)?;
         Ok(Ssi {
             always: c.always,
-            extensions: c.extensions,
+            extensions: endings::Endings::new(&c.extensions),
             marker: c.error_marker,
             max_size: c.max_size,
             layouts: Default::default(),
@@ -126,11 +127,7 @@ impl Ssi {
 
     /// Known from the request alone: the route says so, or the path's ending does.
     fn on_for_request(&self, req: &Request<'_>) -> bool {
-        self.always
-            || self
-                .extensions
-                .iter()
-                .any(|e| req.path.ends_with(e.as_str()))
+        self.always || self.extensions.end(req.path.as_str())
     }
 }
 
