@@ -170,29 +170,25 @@ pub fn start() {
     }
 }
 
-/// Serve parked connections as their clients send, and close those whose timeout passed.
+/// Serve parked connections as their clients send. (Those whose timeout passed are closed by
+/// the thread's sweep, `conn::wait::sweep`, with [`expire`].)
 async fn watch(epoll: Rc<AsyncFd<OwnedFd>>) {
     const BATCH: usize = 64;
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
-    let mut tick = tokio::time::interval(wait::TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let fd = epoll.as_raw_fd();
     loop {
-        tokio::select! {
-            ready = epoll.readable() => {
-                let Ok(mut ready) = ready else { return };
-                // SAFETY: `events` has room for BATCH events; a zero timeout never blocks.
-                let n = unsafe { libc::epoll_wait(fd, events.as_mut_ptr(), BATCH as i32, 0) };
-                let n = usize::try_from(n).unwrap_or(0);
-                if n < BATCH {
-                    ready.clear_ready();
-                }
-                for e in &events[..n] {
-                    let index = e.u64 as u32;
-                    unpark(fd, index);
-                }
-            }
-            _ = tick.tick() => expire(),
+        let Ok(mut ready) = epoll.readable().await else {
+            return;
+        };
+        // SAFETY: `events` has room for BATCH events; a zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(fd, events.as_mut_ptr(), BATCH as i32, 0) };
+        let n = usize::try_from(n).unwrap_or(0);
+        if n < BATCH {
+            ready.clear_ready();
+        }
+        for e in &events[..n] {
+            let index = e.u64 as u32;
+            unpark(fd, index);
         }
     }
 }
@@ -218,8 +214,9 @@ fn unpark(epoll: RawFd, index: u32) {
     }
 }
 
-/// Close the parked connections whose keep-alive (or header) timeout has passed.
-fn expire() {
+/// Close the parked connections whose keep-alive (or header) timeout has passed (at each
+/// sweep of the thread's deadlines).
+pub fn expire() {
     let now = wait::clock();
     let expired: Vec<Parked> = LOT.with(|l| {
         let mut l = l.borrow_mut();
