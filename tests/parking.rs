@@ -54,6 +54,18 @@ fn parked(pid: u32) -> usize {
     in_lot
 }
 
+/// [`parked`] once it is `want`, or after a second: the server parks a connection just after
+/// its answer has left, so a client may read it first.
+fn parked_soon(pid: u32, want: usize) -> usize {
+    for _ in 0..100 {
+        if parked(pid) == want {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    parked(pid)
+}
+
 /// Ask for `path` and read its whole answer, the client's reading starting after `pause`.
 fn fetch(s: &mut TcpStream, path: &str, pause: Duration) -> usize {
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
@@ -119,4 +131,49 @@ fn a_client_reading_a_large_first_answer_is_not_parked_at_the_next_sweep() {
     // And served from the lot when it asks again.
     assert_eq!(fetch(&mut large, "/small.txt", Duration::ZERO), 6);
     assert_eq!(fetch(&mut small, "/small.txt", Duration::ZERO), 6);
+}
+
+/// A parked connection whose next answer leaves at once stays in the lot (no `epoll_ctl`, no
+/// task: nginx keeps a connection in its one epoll set); one whose answer has to wait leaves
+/// it for a task, and comes back once quiet.
+#[test]
+fn a_parked_connection_answered_at_once_stays_parked() {
+    let site = TempDir::new("parking");
+    site.write("www/large.bin", vec![b'x'; LARGE]);
+    site.write("www/small.txt", "small\n");
+    let srv = start(&site);
+    let pid = srv.child.id();
+    let mut s = srv.connect();
+    for round in 0..5 {
+        assert_eq!(fetch(&mut s, "/small.txt", Duration::ZERO), 6);
+        assert_eq!(parked_soon(pid, 1), 1, "round {round}: in the lot");
+    }
+    let mut pipelined = Vec::new();
+    for _ in 0..3 {
+        pipelined.extend_from_slice(b"GET /small.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+    }
+    s.write_all(&pipelined).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.windows(6).filter(|w| w == b"small\n").count() < 3 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        parked(pid),
+        1,
+        "pipelined requests answered at once: in the lot"
+    );
+
+    let pause = Duration::from_millis(200);
+    assert_eq!(fetch(&mut s, "/large.bin", pause), LARGE);
+    std::thread::sleep(SHORT);
+    assert_eq!(
+        parked(pid),
+        0,
+        "waited for its client: out of the lot, with a task"
+    );
+    std::thread::sleep(PARKS);
+    assert_eq!(parked(pid), 1, "quiet for two seconds: parked again");
 }

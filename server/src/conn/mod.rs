@@ -114,6 +114,11 @@ impl<I: Io> Conn<I> {
         self.advance()
     }
 
+    /// Its transport.
+    pub fn io(&self) -> &I {
+        &self.io
+    }
+
     /// How the connection's service ended, once [`Wait::Done`].
     pub fn served(&self) -> Served {
         match self.state {
