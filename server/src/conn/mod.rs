@@ -70,6 +70,10 @@ pub struct Conn<I> {
     stats: ConnStats,
     /// Header and keep-alive timeouts, and the stop signal, while waiting for the client.
     deadline: Deadline,
+    /// An answer had to wait for its client to take it (a large one): that client is still
+    /// reading when the answer has left, so it is not taken for quiet after its first answer
+    /// (`Waiting::IdleFirst`).
+    waited_to_write: bool,
 }
 
 impl<I: Io> Conn<I> {
@@ -91,6 +95,7 @@ impl<I: Io> Conn<I> {
             out: Buffer::default(),
             stats,
             deadline: Deadline::new(),
+            waited_to_write: false,
         }
     }
 
@@ -107,6 +112,11 @@ impl<I: Io> Conn<I> {
     pub fn arrived(&mut self) -> Wait {
         self.read();
         self.advance()
+    }
+
+    /// Its transport.
+    pub fn io(&self) -> &I {
+        &self.io
     }
 
     /// How the connection's service ended, once [`Wait::Done`].
@@ -148,12 +158,16 @@ impl<I: Io> Conn<I> {
                         Err(_) => self.state = State::Closed,
                     },
                     Wait::Write => {
+                        self.waited_to_write = true;
                         let write = self.shared.timeouts.write;
                         if Box::pin(self.flush(write)).await.is_err() {
                             self.state = State::Closed;
                         }
                     }
-                    Wait::Step => self.state = self.step().await,
+                    Wait::Step => {
+                        self.waited_to_write |= matches!(self.state, State::Writing(_));
+                        self.state = self.step().await
+                    }
                     Wait::Done => return self.served(),
                 }
                 wait = self.advance();
@@ -193,6 +207,7 @@ impl<I: Io> Conn<I> {
             out: self.out,
             stats: self.stats,
             deadline: self.deadline,
+            waited_to_write: self.waited_to_write,
         })
     }
 

@@ -197,7 +197,7 @@ impl<I: Io> Conn<I> {
             };
             let waiting = match (I::PARKS, self.stats.served()) {
                 (false, _) => Waiting::Idle,
-                (true, 1) => Waiting::IdleFirst,
+                (true, 1) if !self.waited_to_write => Waiting::IdleFirst,
                 (true, _) => Waiting::IdleParkable,
             };
             self.deadline.arm(idle_for, waiting);

@@ -90,7 +90,8 @@ pub enum Waiting {
     IdleParkable,
     /// The next request after the first answer, on a connection that can park: it parks at
     /// the next sweep (most such clients stay quiet; one that sends again parks only when
-    /// quiet, see [`QUIET_SWEEPS`]).
+    /// quiet, see [`QUIET_SWEEPS`]). Not after an answer its client had to be waited for
+    /// (a large one): that client is still reading it, and may ask again as soon as it has.
     IdleFirst,
 }
 
@@ -265,8 +266,9 @@ pub fn stop() {
     wakers.into_iter().for_each(Waker::wake);
 }
 
-/// Wake the waits whose deadline has passed and the quiet ones that can park, refresh the
-/// thread's `Date` and close its surplus idle upstream connections; runs every
+/// Wake the waits whose deadline has passed and the quiet ones that can park, close the
+/// parked connections whose timeout passed, refresh the thread's `Date` and close its surplus
+/// idle upstream connections; runs every
 /// [`TICK`] on each network thread.
 pub async fn sweep() {
     let mut tick = tokio::time::interval(TICK);
@@ -299,6 +301,9 @@ pub async fn sweep() {
             }
         });
         due.drain(..).for_each(Waker::wake);
+        // The lot's timeouts here too: one timer re-armed per tick (each re-arm of a tokio
+        // timer that is the next due writes the event loop's eventfd, an extra turn).
+        crate::net::park::expire();
         crate::upstream::trim_idle_connections();
     }
 }

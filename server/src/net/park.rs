@@ -3,7 +3,8 @@
 //! its socket, peer, configuration and counters (a few words, as nginx keeps an idle
 //! connection) and watches the sockets with an epoll set of its own. When the client sends (or
 //! closes), the connection is answered as a new one is (`accept::serve_fresh`: without waiting,
-//! and with a task again only if it then has to wait).
+//! and with a task again only if it then has to wait); one that rests again stays in its spot
+//! and in the set, as nginx keeps a connection in its one epoll set.
 //!
 //! What an idle connection costs otherwise: a tokio task cell (256 bytes) and tokio's
 //! registration of the socket (256 bytes: cache-line aligned, in an `Arc`).
@@ -62,6 +63,16 @@ impl Lot {
         self.free.push(index);
         Some(parked)
     }
+
+    /// The connection of spot `index`, which stays reserved (its socket is still in the set)
+    /// until it is given back ([`Lot::put`]) or let go ([`leave`]).
+    fn take(&mut self, index: u32) -> Option<Parked> {
+        self.spots.get_mut(index as usize)?.take()
+    }
+
+    fn put(&mut self, index: u32, parked: Parked) {
+        self.spots[index as usize] = Some(parked);
+    }
 }
 
 thread_local! {
@@ -85,12 +96,60 @@ pub fn open() -> bool {
     !wait::stopping() && LOT.with(|l| l.borrow().epoll.is_some())
 }
 
-/// Park a just-accepted connection that answered on arrival and rests ([`Conn::rests`]),
-/// never registered with tokio: it costs the lot's spot and nothing more while it stays
-/// quiet. (A failure closes it.)
-pub fn park_fresh(conn: Conn<FreshTcp>, counted: Counted) {
+/// Park a connection never registered with tokio (just accepted, or served from its spot in
+/// the lot) that answered on arrival and rests ([`Conn::rests`]): it costs the lot's spot and
+/// nothing more while it stays quiet. One back from spot `spot` takes it again, its socket
+/// still in the set. (A failure closes it.)
+pub fn park_fresh(conn: Conn<FreshTcp>, counted: Counted, spot: Option<u32>) {
     let (tcp, resting) = conn.into_parked();
-    lay(tcp.0, resting, counted);
+    match spot {
+        Some(index) => {
+            let parked = Parked::new(tcp.0, resting, counted);
+            LOT.with(|l| l.borrow_mut().put(index, parked));
+        }
+        None => lay(tcp.0, resting, counted),
+    }
+}
+
+/// The connection served from spot `index` leaves the lot (for a task, or closed): its socket
+/// out of the set before the spot is reused.
+pub fn leave(index: u32, tcp: &std::net::TcpStream) {
+    if let Some(epoll) = LOT.with(|l| l.borrow().epoll) {
+        // SAFETY: a plain system call on open descriptors.
+        unsafe {
+            libc::epoll_ctl(
+                epoll,
+                libc::EPOLL_CTL_DEL,
+                tcp.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    vacate(index);
+}
+
+/// The connection served from spot `index` is closed: the spot is free again.
+pub fn vacate(index: u32) {
+    LOT.with(|l| l.borrow_mut().free.push(index));
+}
+
+impl Parked {
+    fn new(tcp: std::net::TcpStream, resting: Resting, counted: Counted) -> Parked {
+        let Resting {
+            peer,
+            shared,
+            stats,
+            due,
+        } = resting;
+        Parked {
+            tcp,
+            stats,
+            peer,
+            shared,
+            due,
+            counted,
+        }
+    }
 }
 
 /// Put a socket in the lot's set, with what its connection keeps.
@@ -99,20 +158,7 @@ fn lay(tcp: std::net::TcpStream, resting: Resting, counted: Counted) {
         return;
     };
     let fd = tcp.as_raw_fd();
-    let Resting {
-        peer,
-        shared,
-        stats,
-        due,
-    } = resting;
-    let parked = Parked {
-        tcp,
-        stats,
-        peer,
-        shared,
-        due,
-        counted,
-    };
+    let parked = Parked::new(tcp, resting, counted);
     let index = LOT.with(|l| l.borrow_mut().insert(parked));
     let mut event = libc::epoll_event {
         events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
@@ -170,56 +216,43 @@ pub fn start() {
     }
 }
 
-/// Serve parked connections as their clients send, and close those whose timeout passed.
+/// Serve parked connections as their clients send. (Those whose timeout passed are closed by
+/// the thread's sweep, `conn::wait::sweep`, with [`expire`].)
 async fn watch(epoll: Rc<AsyncFd<OwnedFd>>) {
     const BATCH: usize = 64;
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
-    let mut tick = tokio::time::interval(wait::TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let fd = epoll.as_raw_fd();
     loop {
-        tokio::select! {
-            ready = epoll.readable() => {
-                let Ok(mut ready) = ready else { return };
-                // SAFETY: `events` has room for BATCH events; a zero timeout never blocks.
-                let n = unsafe { libc::epoll_wait(fd, events.as_mut_ptr(), BATCH as i32, 0) };
-                let n = usize::try_from(n).unwrap_or(0);
-                if n < BATCH {
-                    ready.clear_ready();
-                }
-                for e in &events[..n] {
-                    let index = e.u64 as u32;
-                    unpark(fd, index);
-                }
-            }
-            _ = tick.tick() => expire(),
+        let Ok(mut ready) = epoll.readable().await else {
+            return;
+        };
+        // SAFETY: `events` has room for BATCH events; a zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(fd, events.as_mut_ptr(), BATCH as i32, 0) };
+        let n = usize::try_from(n).unwrap_or(0);
+        if n < BATCH {
+            ready.clear_ready();
+        }
+        for e in &events[..n] {
+            unpark(e.u64 as u32);
         }
     }
 }
 
-/// The client of parked connection `index` sent (or closed): serve it.
-fn unpark(epoll: RawFd, index: u32) {
-    let Some(p) = LOT.with(|l| l.borrow_mut().remove(index)) else {
+/// The client of parked connection `index` sent (or closed): serve it, from its spot (it
+/// stays in the lot if it rests again, see `accept::serve_fresh`).
+fn unpark(index: u32) {
+    let Some(p) = LOT.with(|l| l.borrow_mut().take(index)) else {
         return;
     };
-    // Out of the lot's set before the index is reused (the socket stays open).
-    // SAFETY: a plain system call on open descriptors.
-    unsafe {
-        libc::epoll_ctl(
-            epoll,
-            libc::EPOLL_CTL_DEL,
-            p.tcp.as_raw_fd(),
-            std::ptr::null_mut(),
-        )
-    };
     let conn = Conn::resume(FreshTcp(p.tcp), p.peer, p.shared, p.stats);
-    if let Some(serving) = serve_fresh(conn, p.counted, false) {
+    if let Some(serving) = serve_fresh(conn, p.counted, Some(index)) {
         tokio::task::spawn_local(serving);
     }
 }
 
-/// Close the parked connections whose keep-alive (or header) timeout has passed.
-fn expire() {
+/// Close the parked connections whose keep-alive (or header) timeout has passed (at each
+/// sweep of the thread's deadlines).
+pub fn expire() {
     let now = wait::clock();
     let expired: Vec<Parked> = LOT.with(|l| {
         let mut l = l.borrow_mut();
@@ -272,19 +305,21 @@ mod tests {
                     .unwrap();
                 let mut buf = [0u8; 1024];
                 let n = client.read(&mut buf).unwrap();
-                String::from_utf8_lossy(&buf[..n]).into_owned()
+                (String::from_utf8_lossy(&buf[..n]).into_owned(), client)
             });
-            let answer = answer.await.unwrap();
+            let (answer, _first) = answer.await.unwrap();
             assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
-            assert_eq!(parked(), 0, "served: out of the lot");
+            assert_eq!(parked(), 1, "served, and resting in its spot again");
 
             let client = std::net::TcpStream::connect(addr).unwrap();
             let (tcp, _) = listener.accept().await.unwrap();
             park(Conn::new(tcp, peer, shared), Counted::for_test());
-            assert_eq!(parked(), 1);
+            assert_eq!(parked(), 2);
             drop(client);
             tokio::time::sleep(Duration::from_millis(100)).await;
-            assert_eq!(parked(), 0, "closed by its client: out of the lot");
+            assert_eq!(parked(), 1, "closed by its client: out of the lot");
+            // Before the thread's locals go (as a network thread does when it stops).
+            stop();
         });
     }
 }
