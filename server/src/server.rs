@@ -215,7 +215,9 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        LOAD.with(|l| {
+        // `try_with`: a connection still parked when its thread ends is dropped with the
+        // thread's locals, perhaps after `LOAD`; there is nothing left to count then.
+        let _ = LOAD.try_with(|l| {
             l.active.set(l.active.get() - 1);
             l.freed.notify_waiters();
         });
