@@ -87,6 +87,10 @@ impl Names {
     }
 }
 
+fn is_via(name: &str) -> bool {
+    osprey_sdk::fields::is_named(name.as_bytes(), b"via")
+}
+
 /// A header of a fixed name with this value.
 fn named(name: &'static FixedHeader, value: impl Into<HeaderText>) -> HeaderPair {
     HeaderPair {
@@ -285,19 +289,20 @@ impl Handler for Proxy {
                 .into(),
         };
         let pending = host::upstream_request(self.backend, request);
+        let names = self.names;
         Outcome::later(async move {
             match pending.await {
                 RResult::ROk(mut resp) => {
                     let mut earlier = String::new();
-                    for h in resp
-                        .headers
-                        .iter()
-                        .filter(|h| h.name.eq_ignore_ascii_case("via"))
-                    {
+                    for h in resp.headers.iter().filter(|h| is_via(&h.name)) {
                         append(&mut earlier, &h.value);
                     }
-                    let via = with_via(earlier);
-                    resp.set_header("Via", via);
+                    // Alone (the common case), the fixed line: written with no check.
+                    if earlier.is_empty() {
+                        resp.headers.push(names.via_alone.pair());
+                    } else {
+                        resp.set_header_named(names.via, with_via(earlier));
+                    }
                     Reply::Done(resp)
                 }
                 RResult::RErr(e) => {
@@ -382,6 +387,29 @@ mod tests {
         );
         assert_eq!(header("x-hop"), None);
         assert_eq!(header("host"), None);
+    }
+
+    /// An answer without `Via` gets this proxy's alone, once; one with two keeps both first.
+    #[test]
+    fn via_is_appended_once() {
+        testing::reset();
+        testing::add_backend("app");
+        let h = proxy(r#"{"backend": "app"}"#);
+        for (upstream, expect) in [
+            (&[][..], "1.1 osprey"),
+            (&["1.0 a", "1.1 b"][..], "1.0 a, 1.1 b, 1.1 osprey"),
+        ] {
+            testing::on_upstream(move |_, _| {
+                let mut resp = Response::new();
+                for via in upstream {
+                    resp.header("Via", *via);
+                }
+                resp.text("x");
+                Ok(resp)
+            });
+            let resp = testing::call(&h, &TestRequest::get("/x"));
+            assert_eq!(resp.header_all("via"), [expect]);
+        }
     }
 
     #[test]
