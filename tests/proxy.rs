@@ -67,6 +67,48 @@ fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// The client's headers go upstream as they were parsed: a repeated one each time, in its
+/// place among the others; not those the proxy replaces (`X-Forwarded-Proto`, `Via`), those
+/// about the connection (`Proxy-Authorization`, `TE`), nor those `Connection` names.
+#[test]
+fn forwards_client_headers_in_their_order() {
+    let up = Upstream::start("u1");
+    let srv = Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )));
+    let req = "GET /app/echo HTTP/1.1\r\nHost: site.test\r\nX-Multi: one\r\nAccept: */*\r\nx-multi: two\r\nX-Forwarded-Proto: https\r\nVia: 1.0 front\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nConnection: close, X-Listed\r\nX-Listed: 1\r\n\r\n";
+    let resp = Response::parse(srv.raw(req.as_bytes()).as_bytes());
+    assert_eq!(resp.status, 200);
+    let seen = resp.text();
+    let lines: Vec<&str> = seen.lines().collect();
+    let at = |line: &str| lines.iter().position(|l| *l == line);
+    let (one, accept, two) = (at("X-Multi: one"), at("Accept: */*"), at("x-multi: two"));
+    assert!(
+        one.is_some() && one < accept && accept < two,
+        "out of order: {seen}"
+    );
+    let count = |name: &str| {
+        lines
+            .iter()
+            .filter(|l| l.to_ascii_lowercase().starts_with(&format!("{name}:")))
+            .count()
+    };
+    assert_eq!((count("x-forwarded-proto"), count("via")), (1, 1), "{seen}");
+    assert!(at("X-Forwarded-Proto: http").is_some(), "{seen}");
+    assert!(at("Via: 1.0 front, 1.1 osprey").is_some(), "{seen}");
+    assert_eq!(
+        (
+            count("proxy-authorization"),
+            count("te"),
+            count("x-listed"),
+            count("connection")
+        ),
+        (0, 0, 0, 0),
+        "{seen}"
+    );
+}
+
 #[test]
 fn forwards_rewrites_and_cleans_headers() {
     let up = Upstream::start("u1");

@@ -15,6 +15,29 @@ pub fn same_name(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a == b || a.eq_ignore_ascii_case(b))
 }
 
+/// Whether `name` (bytes from 0x20 up: a token, say) is `lower` (lowercase letters and `-`,
+/// of the same length) in any case, eight bytes at a time: setting bit 0x20 of such a byte
+/// gives a lowercase letter only for that letter in either case, and `-` only for `-`.
+pub fn is_named(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    let word = |bytes: &[u8]| u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let n = name.len();
+    if n != lower.len() {
+        return false;
+    }
+    if n < 8 {
+        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(&name[at..]) | CASE != word(&lower[at..]) {
+            return false;
+        }
+        at += 8;
+    }
+    word(&name[n - 8..]) | CASE == word(&lower[n - 8..])
+}
+
 /// A byte of an RFC 9110 token (`tchar`).
 #[inline]
 pub fn is_token_byte(b: u8) -> bool {

@@ -52,7 +52,8 @@ pub use response::{
 pub use subrequest::{Composite, Fetch, Subrequest, SubrequestError};
 pub use tunnel::{Tunnel, TunnelBox};
 pub use upstream::{
-    BackendId, ServerHealth, UpstreamError, UpstreamFuture, UpstreamRequest, UpstreamState,
+    header_role, BackendId, HeaderRole, ServerHealth, UpstreamError, UpstreamFuture,
+    UpstreamRequest, UpstreamState,
 };
 
 /// Re-exported so modules need no direct dependency on these crates.

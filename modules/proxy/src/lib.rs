@@ -8,12 +8,13 @@
 //! {"prefix": "/app", "handler": "http_proxy", "backend": "app", "uri": "/", "proxy_copy_host": true}
 //! ```
 
-use osprey_sdk::abi_stable::std_types::{RArc, RCowStr, RResult, RString, RVec};
+use osprey_sdk::abi_stable::std_types::{RArc, RCowStr, RResult, RSlice, RStr, RVec};
 use osprey_sdk::{
-    handler_box, host, parse_config, BackendId, BodySlot, ConfigError, Handler, HandlerBox,
-    HeaderPair, HeaderText, Module, Outcome, Reply, Request, Response, UpstreamRequest,
+    handler_box, host, parse_config, BackendId, BodySlot, ConfigError, FixedHeader, Handler,
+    HandlerBox, HeaderPair, HeaderText, Module, Outcome, Reply, Request, Response, UpstreamRequest,
 };
 use serde::Deserialize;
+use std::sync::OnceLock;
 
 /// The server's allocator (mimalloc) for the request and header lists built here: glibc's
 /// free cost about twice as much per request.
@@ -23,14 +24,11 @@ static ALLOCATOR: osprey_sdk::alloc::HostAlloc = osprey_sdk::alloc::HostAlloc;
 /// What this proxy adds to `Via`.
 const VIA: &str = "1.1 osprey";
 
-/// What the proxy does with a client request header.
+/// The client headers this handler reads: it replaces them (or, `Connection` and `Upgrade`,
+/// decides whether to pass the upgrade on). The others go upstream as the host forwards them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// End-to-end: sent on as it is.
-    Forward,
-    /// Describes the client connection (RFC 9110 7.6.1), or is set by this handler.
-    Drop,
-    /// The rest are read, then dropped or replaced.
+    Other,
     Connection,
     Upgrade,
     Host,
@@ -41,22 +39,64 @@ enum Kind {
 /// A header's kind, found with one comparison or two (by the name's length first): every
 /// header of every request goes through here.
 fn kind(name: &str) -> Kind {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    let is = |lower: &str| osprey_sdk::fields::is_named(name.as_bytes(), lower.as_bytes());
     match name.len() {
-        2 if is("te") => Kind::Drop,
         3 if is("via") => Kind::Via,
         4 if is("host") => Kind::Host,
-        6 if is("expect") => Kind::Drop,
         7 if is("upgrade") => Kind::Upgrade,
-        7 if is("trailer") => Kind::Drop,
         10 if is("connection") => Kind::Connection,
-        10 if is("keep-alive") => Kind::Drop,
-        14 if is("content-length") => Kind::Drop,
         15 if is("x-forwarded-for") => Kind::ForwardedFor,
-        16 if is("proxy-connection") || is("x-forwarded-host") => Kind::Drop,
-        17 if is("transfer-encoding") || is("x-forwarded-proto") => Kind::Drop,
-        19 if is("proxy-authorization") => Kind::Drop,
-        _ => Kind::Forward,
+        _ => Kind::Other,
+    }
+}
+
+/// The client's headers the handler sets itself: not forwarded as they are (`Host`, and
+/// what the host drops as hop-by-hop, the host leaves out on its own).
+const REPLACED: &[RStr<'static>] = &[
+    RStr::from_str("x-forwarded-for"),
+    RStr::from_str("x-forwarded-proto"),
+    RStr::from_str("x-forwarded-host"),
+    RStr::from_str("via"),
+];
+
+/// The headers this handler adds, checked once (`FixedHeader`): the host writes them without
+/// checking their names again, and the constant ones without checking them at all.
+struct Names {
+    forwarded_for: &'static FixedHeader,
+    forwarded_host: &'static FixedHeader,
+    http: &'static FixedHeader,
+    https: &'static FixedHeader,
+    via: &'static FixedHeader,
+    via_alone: &'static FixedHeader,
+}
+
+impl Names {
+    fn get() -> &'static Names {
+        static NAMES: OnceLock<Names> = OnceLock::new();
+        NAMES.get_or_init(|| {
+            let fixed = |name, value| FixedHeader::new(name, value).expect("a valid header");
+            Names {
+                forwarded_for: fixed("X-Forwarded-For", ""),
+                forwarded_host: fixed("X-Forwarded-Host", ""),
+                http: fixed("X-Forwarded-Proto", "http"),
+                https: fixed("X-Forwarded-Proto", "https"),
+                via: fixed("Via", ""),
+                via_alone: fixed("Via", VIA),
+            }
+        })
+    }
+}
+
+fn is_via(name: &str) -> bool {
+    osprey_sdk::fields::is_named(name.as_bytes(), b"via")
+}
+
+/// A header of a fixed name with this value.
+fn named(name: &'static FixedHeader, value: impl Into<HeaderText>) -> HeaderPair {
+    HeaderPair {
+        name: name.name().into(),
+        value: value.into(),
+        fixed: Some(name),
     }
 }
 
@@ -110,6 +150,7 @@ impl Module for ProxyModule {
         }
         Ok(handler_box(Proxy {
             backend,
+            names: Names::get(),
             uri: conf.uri,
             copy_host: conf.proxy_copy_host,
             buffer_body: conf.proxy_request_buffering,
@@ -119,6 +160,7 @@ impl Module for ProxyModule {
 
 struct Proxy {
     backend: BackendId,
+    names: &'static Names,
     uri: Option<String>,
     copy_host: bool,
     buffer_body: bool,
@@ -126,10 +168,10 @@ struct Proxy {
 
 impl Proxy {
     /// The target sent upstream: the route prefix replaced by `uri`, if set.
-    fn target(&self, req: &Request<'_>) -> String {
+    fn target<'a>(&self, req: &Request<'a>) -> RCowStr<'a> {
         let Some(base) = &self.uri else {
-            // Copied as it is (`to_string` went through `Display`: ~600 instructions more).
-            return req.uri.as_str().to_owned();
+            // As it is: borrowed for the call.
+            return req.uri.as_str().into();
         };
         let info = req.path_info.as_str();
         let mut target = String::with_capacity(base.len() + info.len() + req.query.len() + 2);
@@ -151,30 +193,30 @@ impl Proxy {
             target.push('?');
             target.push_str(&req.query);
         }
-        target
+        target.into()
     }
 
-    /// The headers to send: the client's end-to-end ones and the forwarding ones (`ip`: the
-    /// client's address). One pass reads what the forwarding headers need, one copies.
+    /// The headers the handler adds to the client's (`ip`: the client's address), read from
+    /// them in one pass: the upgrade, `Host` when copied, and the forwarding ones.
     fn headers(&self, req: &Request<'_>, ip: &str) -> RVec<HeaderPair> {
-        let mut out = RVec::with_capacity(req.headers.len() + 5);
-        // Headers named in `Connection` are hop-by-hop too.
-        let mut listed: Vec<&str> = Vec::new();
-        let (mut host, mut upgrade) = (None, None);
+        let mut out = RVec::with_capacity(6);
+        let (mut host, mut upgrade, mut upgrade_asked) = (None, None, false);
         let (mut forwarded_for, mut via) = (String::new(), String::new());
         for h in req.headers.iter() {
             let kind = kind(h.name.as_str());
-            if matches!(kind, Kind::Forward | Kind::Drop) {
+            if kind == Kind::Other {
                 continue;
             }
-            // Values that are not UTF-8 are not read (nor forwarded).
+            // Values that are not UTF-8 are not read.
             let Some(value) = h.value_str() else {
                 continue;
             };
             match kind {
-                Kind::Forward | Kind::Drop => {}
+                Kind::Other => {}
                 Kind::Connection => {
-                    listed.extend(value.split(',').map(str::trim).filter(|t| !t.is_empty()))
+                    upgrade_asked |= value
+                        .split(',')
+                        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
                 }
                 Kind::Upgrade => upgrade = upgrade.or(Some(value)),
                 Kind::Host => host = host.or(Some(value)),
@@ -182,77 +224,28 @@ impl Proxy {
                 Kind::Via => append(&mut via, value),
             }
         }
-        for h in req.headers.iter() {
-            let name = h.name.as_str();
-            if kind(name) != Kind::Forward || listed.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                continue;
-            }
-            // The core rejected control bytes; bytes that are not UTF-8 are dropped with the header.
-            if let Some(value) = h.value_str() {
-                out.push(pair(forwarded_name(name), value.to_owned()));
-            }
-        }
         // A protocol upgrade (WebSocket) asked for with `Connection: upgrade` is passed on;
         // the host then tunnels the connection after the upstream's 101.
-        if req.http_minor == 1 && listed.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
-            if let Some(proto) = upgrade {
-                out.push(pair("Upgrade", proto.to_owned()));
-            }
+        if let (1, true, Some(proto)) = (req.http_minor, upgrade_asked, upgrade) {
+            out.push(pair("Upgrade", proto.to_owned()));
         }
         if let (true, Some(h)) = (self.copy_host, host) {
             out.push(pair("Host", h.to_owned()));
         }
+        let names = self.names;
         append(&mut forwarded_for, ip);
-        out.push(pair("X-Forwarded-For", forwarded_for));
-        out.push(pair(
-            "X-Forwarded-Proto",
-            if req.secure { "https" } else { "http" },
-        ));
+        out.push(named(names.forwarded_for, forwarded_for));
+        out.push(if req.secure { names.https } else { names.http }.pair());
         if let Some(h) = host {
-            out.push(pair("X-Forwarded-Host", h.to_owned()));
+            out.push(named(names.forwarded_host, h.to_owned()));
         }
-        out.push(pair("Via", with_via(via)));
+        out.push(if via.is_empty() {
+            names.via_alone.pair()
+        } else {
+            named(names.via, with_via(via))
+        });
         out
     }
-}
-
-/// A client's header name, borrowed when it is one commonly sent, spelled as HTTP/1.1
-/// clients (or, lowercase, HTTP/2 ones) do: a copy and its free saved per header.
-fn forwarded_name(name: &str) -> HeaderText {
-    macro_rules! common {
-        ($($n:literal),*) => {
-            match name {
-                $($n => RCowStr::from($n),)*
-                _ => RCowStr::from(name.to_owned()),
-            }
-        };
-    }
-    common!(
-        "User-Agent",
-        "Accept",
-        "Accept-Encoding",
-        "Accept-Language",
-        "Cookie",
-        "Referer",
-        "Authorization",
-        "Content-Type",
-        "Cache-Control",
-        "If-None-Match",
-        "If-Modified-Since",
-        "Origin",
-        "user-agent",
-        "accept",
-        "accept-encoding",
-        "accept-language",
-        "cookie",
-        "referer",
-        "authorization",
-        "content-type",
-        "cache-control",
-        "if-none-match",
-        "if-modified-since",
-        "origin"
-    )
 }
 
 /// A list header's values joined as one (`a, b`).
@@ -282,30 +275,34 @@ impl Handler for Proxy {
     fn handle(&self, req: &Request<'_>, _resp: &mut Response) -> Outcome {
         let ip = req.remote_ip();
         let request = UpstreamRequest {
-            method: RString::from(req.method.as_str()),
-            target: self.target(req).into(),
+            method: req.method.as_str().into(),
+            target: self.target(req),
+            // The client's headers as parsed, without a copy: the host drops the hop-by-hop.
+            forward: req.headers,
+            except: RSlice::from_slice(REPLACED),
             headers: self.headers(req, ip),
             body: RVec::from(req.body.as_slice()),
-            client_ip: RString::from(ip),
+            client_ip: ip.into(),
             body_stream: req
                 .take_body_stream()
                 .map(|stream| RArc::new(BodySlot::new(stream)))
                 .into(),
         };
         let pending = host::upstream_request(self.backend, request);
+        let names = self.names;
         Outcome::later(async move {
             match pending.await {
                 RResult::ROk(mut resp) => {
                     let mut earlier = String::new();
-                    for h in resp
-                        .headers
-                        .iter()
-                        .filter(|h| h.name.eq_ignore_ascii_case("via"))
-                    {
+                    for h in resp.headers.iter().filter(|h| is_via(&h.name)) {
                         append(&mut earlier, &h.value);
                     }
-                    let via = with_via(earlier);
-                    resp.set_header("Via", via);
+                    // Alone (the common case), the fixed line: written with no check.
+                    if earlier.is_empty() {
+                        resp.headers.push(names.via_alone.pair());
+                    } else {
+                        resp.set_header_named(names.via, with_via(earlier));
+                    }
                     Reply::Done(resp)
                 }
                 RResult::RErr(e) => {
@@ -350,6 +347,8 @@ mod tests {
             .header("X-Hop", "drop me")
             .header("X-Forwarded-For", "10.0.0.1")
             .header("Accept", "*/*")
+            .header("X-Forwarded-Proto", "https")
+            .header("accept", "text/html")
             .remote_addr("192.0.2.7:5000");
         let resp = testing::call(&h, &req);
         assert_eq!(
@@ -359,10 +358,7 @@ mod tests {
         assert_eq!(resp.header("via"), Some("1.0 origin, 1.1 osprey"));
         let sent = testing::upstream_requests();
         let (backend, up) = &sent[0];
-        assert_eq!(
-            (backend.as_str(), up.target.as_str()),
-            ("app", "/v1/items?id=3")
-        );
+        assert_eq!((backend.as_str(), &*up.target), ("app", "/v1/items?id=3"));
         let header = |name: &str| {
             up.headers
                 .iter()
@@ -375,8 +371,45 @@ mod tests {
         );
         assert_eq!(header("x-forwarded-host").as_deref(), Some("front.example"));
         assert_eq!(header("accept").as_deref(), Some("*/*"));
+        assert_eq!(header("x-forwarded-proto").as_deref(), Some("http"));
+        // Repeated client headers go each in its place, the forwarding ones after them.
+        let names: Vec<&str> = up.headers.iter().map(|h| &*h.name).collect();
+        assert_eq!(
+            names,
+            [
+                "Accept",
+                "accept",
+                "X-Forwarded-For",
+                "X-Forwarded-Proto",
+                "X-Forwarded-Host",
+                "Via"
+            ]
+        );
         assert_eq!(header("x-hop"), None);
         assert_eq!(header("host"), None);
+    }
+
+    /// An answer without `Via` gets this proxy's alone, once; one with two keeps both first.
+    #[test]
+    fn via_is_appended_once() {
+        testing::reset();
+        testing::add_backend("app");
+        let h = proxy(r#"{"backend": "app"}"#);
+        for (upstream, expect) in [
+            (&[][..], "1.1 osprey"),
+            (&["1.0 a", "1.1 b"][..], "1.0 a, 1.1 b, 1.1 osprey"),
+        ] {
+            testing::on_upstream(move |_, _| {
+                let mut resp = Response::new();
+                for via in upstream {
+                    resp.header("Via", *via);
+                }
+                resp.text("x");
+                Ok(resp)
+            });
+            let resp = testing::call(&h, &TestRequest::get("/x"));
+            assert_eq!(resp.header_all("via"), [expect]);
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::upstream::{BackendId, UpstreamError, UpstreamFuture, UpstreamRequest}
 
 /// How a test answers upstream requests: the backend's name and the request in, the response
 /// (or the error the host would report) out.
-type Script = Box<dyn FnMut(&str, &UpstreamRequest) -> Result<Response, UpstreamError>>;
+type Script = Box<dyn FnMut(&str, &UpstreamRequest<'static>) -> Result<Response, UpstreamError>>;
 
 /// How a test answers subrequests: the target (host filled in from the parent) in, the answer out.
 type SubScript = Box<dyn FnMut(&SubrequestTarget) -> Result<Response, SubrequestError>>;
@@ -31,7 +31,7 @@ struct State {
     counters: Vec<(String, u64)>,
     backends: Vec<String>,
     script: Option<Script>,
-    sent: Vec<(String, UpstreamRequest)>,
+    sent: Vec<(String, UpstreamRequest<'static>)>,
     sub_script: Option<SubScript>,
     subrequests: Vec<SubrequestTarget>,
 }
@@ -131,13 +131,15 @@ pub fn add_backend(name: &str) -> BackendId {
 
 /// Answer upstream requests with `script` from now on (without one they fail with 502).
 pub fn on_upstream(
-    script: impl FnMut(&str, &UpstreamRequest) -> Result<Response, UpstreamError> + 'static,
+    script: impl FnMut(&str, &UpstreamRequest<'static>) -> Result<Response, UpstreamError> + 'static,
 ) {
     STATE.with(|s| s.borrow_mut().script = Some(Box::new(script)));
 }
 
-/// The upstream requests sent so far, with their backend's name.
-pub fn upstream_requests() -> Vec<(String, UpstreamRequest)> {
+/// The upstream requests sent so far, with their backend's name. The client headers of
+/// `forward` that go upstream ([`UpstreamRequest::forwarded`]) are in `headers`, before the
+/// module's own, as the host writes them.
+pub fn upstream_requests() -> Vec<(String, UpstreamRequest<'static>)> {
     STATE.with(|s| s.borrow().sent.clone())
 }
 
@@ -226,7 +228,8 @@ extern "C" fn backend(name: RStr<'_>) -> ROption<BackendId> {
     })
 }
 
-extern "C" fn upstream_request(id: BackendId, request: UpstreamRequest) -> UpstreamFuture {
+extern "C" fn upstream_request(id: BackendId, request: UpstreamRequest<'_>) -> UpstreamFuture {
+    let request = owned(request);
     let answer = STATE.with(|s| {
         let mut s = s.borrow_mut();
         let Some(name) = s.backends.get(id.0 as usize).cloned() else {
@@ -255,6 +258,28 @@ extern "C" fn upstream_request(id: BackendId, request: UpstreamRequest) -> Upstr
         answer
     });
     LocalFfiFuture::new(async move { RResult::from(answer) })
+}
+
+/// The request as the host sends it, the forwarded client headers copied into `headers`.
+fn owned(request: UpstreamRequest<'_>) -> UpstreamRequest<'static> {
+    let mut headers: abi_stable::std_types::RVec<crate::HeaderPair> = request
+        .forwarded()
+        .map(|h| {
+            let value = String::from_utf8_lossy(h.value.as_slice()).into_owned();
+            crate::HeaderPair::new(h.name.as_str().to_owned(), value)
+        })
+        .collect();
+    headers.extend(request.headers.iter().cloned());
+    UpstreamRequest {
+        method: request.method.to_string().into(),
+        target: request.target.to_string().into(),
+        forward: abi_stable::std_types::RSlice::EMPTY,
+        except: abi_stable::std_types::RSlice::EMPTY,
+        headers,
+        body: request.body,
+        client_ip: request.client_ip.to_string().into(),
+        body_stream: request.body_stream,
+    }
 }
 
 extern "C" fn stats() -> Stats {

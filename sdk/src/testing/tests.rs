@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use abi_stable::std_types::{ROption, RResult, RString, RVec};
+use abi_stable::std_types::{ROption, RResult, RSlice, RString, RVec};
 
 use super::*;
 use crate::host::{self, Counter, Level};
@@ -166,6 +166,8 @@ fn scripted_backends_answer_later_futures() {
                 UpstreamRequest {
                     method: "GET".into(),
                     target: req.uri.as_str().into(),
+                    forward: req.headers,
+                    except: RSlice::EMPTY,
                     headers: RVec::new(),
                     body: RVec::new(),
                     client_ip: req.remote_ip().into(),
@@ -196,7 +198,7 @@ fn scripted_backends_answer_later_futures() {
     assert_eq!(call(&proxy, &TestRequest::get("/b")).text(), "app got /b");
     let sent = upstream_requests();
     assert_eq!(sent.len(), 2);
-    assert_eq!(sent[1].1.target.as_str(), "/b");
+    assert_eq!(&*sent[1].1.target, "/b");
 }
 
 #[test]

@@ -65,27 +65,8 @@ pub fn breaks_line(value: &[u8]) -> bool {
     suspect(value, b' ', |v| less(v, 14)) && value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n'))
 }
 
-/// Whether `name` (bytes from 0x20 up: a token, say) is `lower` (lowercase letters and `-`,
-/// of the same length) in any case, eight bytes at a time: setting bit 0x20 of such a byte
-/// gives a lowercase letter only for that letter in either case, and `-` only for `-`.
-pub fn is_named(name: &[u8], lower: &[u8]) -> bool {
-    const CASE: u64 = ONES * 0x20;
-    let n = name.len();
-    if n != lower.len() {
-        return false;
-    }
-    if n < 8 {
-        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
-    }
-    let mut at = 0;
-    while at + 8 < n {
-        if word(&name[at..]) | CASE != word(&lower[at..]) {
-            return false;
-        }
-        at += 8;
-    }
-    word(&name[n - 8..]) | CASE == word(&lower[n - 8..])
-}
+/// Shared with the SDK's rule of which request headers go upstream.
+pub use osprey_sdk::fields::is_named;
 
 pub(crate) fn word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().unwrap())

@@ -221,19 +221,24 @@ pub extern "C" fn host_backend(name: RStr<'_>) -> ROption<BackendId> {
     found.map(BackendId).into()
 }
 
-/// Host service: send a request to a backend. The future runs on the calling network thread.
+/// Host service: send a request to a backend. It is encoded before the call returns (it
+/// borrows the client's headers); the future runs on the calling network thread.
 pub extern "C" fn host_upstream_request(
     backend: BackendId,
-    request: UpstreamRequest,
+    request: UpstreamRequest<'_>,
 ) -> UpstreamFuture {
+    let started = match by_id(backend.0) {
+        Some(b) => service::start(&b, request).map(|s| (b, s)),
+        None => Err(UpstreamError {
+            status: 500,
+            message: format!("no backend #{}", backend.0).into(),
+        }),
+    };
     LocalFfiFuture::new(async move {
-        let Some(b) = by_id(backend.0) else {
-            return RResult::RErr(UpstreamError {
-                status: 500,
-                message: format!("no backend #{}", backend.0).into(),
-            });
-        };
-        service::request(&b, request).await.into()
+        match started {
+            Ok((b, started)) => service::request(&b, started).await.into(),
+            Err(e) => RResult::RErr(e),
+        }
     })
 }
 

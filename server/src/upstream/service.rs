@@ -105,28 +105,61 @@ fn idempotent(method: &str) -> bool {
     )
 }
 
-pub async fn request(
-    backend: &Arc<Backend>,
-    mut req: UpstreamRequest,
-) -> Result<Response, UpstreamError> {
-    let safe = idempotent(req.method.as_str());
-    let client_ip = std::mem::take(&mut req.client_ip);
-    let list = backend.servers();
-    let no_server = || UpstreamError {
-        status: 502,
-        message: format!("backend `{}`: no server is available", backend.name).into(),
+/// A request encoded for its first server, before anything was sent: what `request` sends.
+pub struct Started {
+    safe: bool,
+    /// For `ip_hash` only (empty otherwise, not copied).
+    client_ip: String,
+    list: Arc<super::ServerList>,
+    first: usize,
+    encoded: Encoded,
+    streamed: Option<StreamedBody>,
+}
+
+/// Pick the first server and encode the request for it, at once: the module's request
+/// borrows the client's headers only for the call.
+pub fn start(backend: &Backend, req: UpstreamRequest<'_>) -> Result<Started, UpstreamError> {
+    let safe = idempotent(&req.method);
+    let client_ip = match backend.balance {
+        super::config::Balance::IpHash => req.client_ip.to_string(),
+        _ => String::new(),
     };
+    let list = backend.servers();
     let Some(first) = backend.pick(&list, &client_ip, &[]) else {
-        return Err(no_server());
+        return Err(no_server(backend));
     };
     // Encoded once, for the first server's `Host`.
-    let (encoded, mut streamed) =
-        Encoded::new(req, backend.keepalive > 0, &list.servers[first].name).map_err(|m| {
-            UpstreamError {
-                status: 500,
-                message: format!("backend `{}`: {m}", backend.name).into(),
-            }
-        })?;
+    let (encoded, streamed) = Encoded::new(req, backend.keepalive > 0, &list.servers[first].name)
+        .map_err(|m| UpstreamError {
+        status: 500,
+        message: format!("backend `{}`: {m}", backend.name).into(),
+    })?;
+    Ok(Started {
+        safe,
+        client_ip,
+        list,
+        first,
+        encoded,
+        streamed,
+    })
+}
+
+fn no_server(backend: &Backend) -> UpstreamError {
+    UpstreamError {
+        status: 502,
+        message: format!("backend `{}`: no server is available", backend.name).into(),
+    }
+}
+
+pub async fn request(backend: &Arc<Backend>, started: Started) -> Result<Response, UpstreamError> {
+    let Started {
+        safe,
+        client_ip,
+        list,
+        first,
+        encoded,
+        mut streamed,
+    } = started;
     let tries = (backend.retries as usize + 1).min(list.servers.len());
     // The servers that failed, for the next pick: allocated only when one does.
     let mut tried: Vec<usize> = Vec::new();
@@ -171,7 +204,7 @@ pub async fn request(
             )
             .into(),
         },
-        None => no_server(),
+        None => no_server(backend),
     })
 }
 

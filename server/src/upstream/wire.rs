@@ -1,38 +1,10 @@
 //! The upstream side of HTTP/1.1: encoding the request (the response head is read by `head`).
 
-use osprey_sdk::UpstreamRequest;
+use osprey_sdk::{header_role, HeaderRole, UpstreamRequest};
 
 use crate::http::header_check::{self, is_named};
 
 use super::send_body::StreamedBody;
-
-/// What a request header from the module is to the service.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    /// Sent as it is.
-    Other,
-    Host,
-    Upgrade,
-    /// Written by the service itself (framing), or about the client connection only.
-    Own,
-}
-
-/// A header's class, by its length first: every header of every request goes through here.
-fn class(name: &str) -> Class {
-    let is = |lower: &str| is_named(name.as_bytes(), lower.as_bytes());
-    match name.len() {
-        2 if is("te") => Class::Own,
-        4 if is("host") => Class::Host,
-        6 if is("expect") => Class::Own,
-        7 if is("upgrade") => Class::Upgrade,
-        7 if is("trailer") => Class::Own,
-        10 if is("connection") || is("keep-alive") => Class::Own,
-        14 if is("content-length") => Class::Own,
-        16 if is("proxy-connection") => Class::Own,
-        17 if is("transfer-encoding") => Class::Own,
-        _ => Class::Other,
-    }
-}
 
 /// A request, encoded once (for the first server chosen) into the bytes of one write: request
 /// line, `Host` (the server's address, when the module did not set one), headers and a small
@@ -57,22 +29,22 @@ impl Encoded {
     /// The request encoded for the server known as `host`, and its body when that streams
     /// from the client.
     pub fn new(
-        req: UpstreamRequest,
+        mut req: UpstreamRequest<'_>,
         keep_alive: bool,
         host: &str,
     ) -> Result<(Encoded, Option<StreamedBody>), &'static str> {
-        let method = req.method.as_str();
+        let method: &str = &req.method;
         // The request line's rules, a word at a time (a `str` is UTF-8 already).
         if header_check::bad_token(method.as_bytes()) {
             return Err("bad request method");
         }
-        let target = req.target.as_str();
+        let target: &str = &req.target;
         if !(target.starts_with('/') || target == "*")
             || header_check::bad_target(target.as_bytes())
         {
             return Err("bad request target");
         }
-        let body = req.body.into_vec();
+        let body = std::mem::take(&mut req.body).into_vec();
         let small = if body.len() <= SMALL_BODY {
             body.len()
         } else {
@@ -96,14 +68,23 @@ impl Encoded {
         }
         let host_len = wire.len() - host_at;
         let rest = &mut wire;
+        // The client's headers, as the SDK's rule keeps them. Checked as the module's own
+        // are: the slice is the module's word, not necessarily the head `parse.rs` accepted.
+        for h in req.forwarded() {
+            let (name, value) = (h.name.as_bytes(), h.value.as_slice());
+            if header_check::invalid(name, value) {
+                return Err("bad request header");
+            }
+            push_line(rest, name, value);
+        }
         let mut host_seen = false;
         let mut upgrade = false;
         for h in req.headers.iter() {
             let name = h.name.as_str();
-            let class = class(name);
+            let role = header_role(name);
             // The same rule as for a handler's response headers: a token name, no CR, LF, NUL
             // (a name that matched a known one is a token: only its value is checked).
-            let bad = if class == Class::Other {
+            let bad = if role == HeaderRole::EndToEnd {
                 crate::http::encode::invalid_header(h)
             } else {
                 header_check::breaks_line(h.value.as_bytes())
@@ -112,11 +93,11 @@ impl Encoded {
                 return Err("bad request header");
             }
             // The first `Upgrade` and the first `Host` only.
-            let seen = match class {
-                Class::Other => false,
-                Class::Own => true,
-                Class::Upgrade => std::mem::replace(&mut upgrade, true),
-                Class::Host => std::mem::replace(&mut host_seen, true),
+            let seen = match role {
+                HeaderRole::EndToEnd => false,
+                HeaderRole::Hop => true,
+                HeaderRole::Upgrade => std::mem::replace(&mut upgrade, true),
+                HeaderRole::Host => std::mem::replace(&mut host_seen, true),
             };
             if !seen {
                 push_header(rest, name, h.value.as_str());
@@ -182,31 +163,39 @@ impl Encoded {
     }
 }
 
+#[inline]
 fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
-    out.extend_from_slice(name.as_bytes());
+    push_line(out, name.as_bytes(), value.as_bytes());
+}
+
+#[inline]
+fn push_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
     out.extend_from_slice(b": ");
-    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use osprey_sdk::abi_stable::std_types::{RString, RVec};
-    use osprey_sdk::HeaderPair;
+    use osprey_sdk::abi_stable::std_types::{RSlice, RStr, RVec};
+    use osprey_sdk::{Header, HeaderPair};
 
     #[test]
     fn encodes_requests_with_own_framing() {
         let req = UpstreamRequest {
             method: "POST".into(),
             target: "/a?b".into(),
+            forward: RSlice::EMPTY,
+            except: RSlice::EMPTY,
             headers: RVec::from(vec![
                 HeaderPair::new("Content-Length", "99"),
                 HeaderPair::new("X-A", "1"),
                 HeaderPair::new("Connection", "upgrade"),
             ]),
             body: RVec::from(b"hi".to_vec()),
-            client_ip: RString::from("1.2.3.4"),
+            client_ip: "1.2.3.4".into(),
             body_stream: osprey_sdk::abi_stable::std_types::ROption::RNone,
         };
         let (e, _) = Encoded::new(req.clone(), true, "up:80").unwrap();
@@ -252,5 +241,48 @@ mod tests {
                 "{method} {target}"
             );
         }
+    }
+
+    fn header<'a>(name: &'a str, value: &'a [u8]) -> Header<'a> {
+        Header {
+            name: RStr::from_str(name),
+            value: RSlice::from_slice(value),
+        }
+    }
+
+    /// The client's headers go as parsed, after `Host` and before the module's, repeated
+    /// ones each in its place; hop-by-hop, `Connection`-listed and excepted ones do not.
+    #[test]
+    fn forwards_the_client_headers_as_they_are() {
+        let client = [
+            header("Host", b"front"),
+            header("Accept", b"a"),
+            header("Connection", b"X-Hop"),
+            header("X-Hop", b"1"),
+            header("Via", b"1.0 a"),
+            header("Content-Length", b"3"),
+            header("accept", b"b\xff"),
+        ];
+        let except = [RStr::from_str("via")];
+        let req = UpstreamRequest {
+            method: "GET".into(),
+            target: "/".into(),
+            forward: RSlice::from_slice(&client),
+            except: RSlice::from_slice(&except),
+            headers: RVec::from(vec![HeaderPair::new("Via", "1.0 a, 1.1 osprey")]),
+            body: RVec::new(),
+            client_ip: "1.2.3.4".into(),
+            body_stream: osprey_sdk::abi_stable::std_types::ROption::RNone,
+        };
+        let (e, _) = Encoded::new(req.clone(), true, "up:80").unwrap();
+        assert_eq!(
+            e.for_server("up:80").into_owned(),
+            b"GET / HTTP/1.1\r\nHost: up:80\r\nAccept: a\r\naccept: b\xff\r\nVia: 1.0 a, 1.1 osprey\r\n\r\n"
+        );
+        // A slice the module made up is checked as its own headers are.
+        let bad = [header("X-B", b"a\r\nb")];
+        let mut forged = req;
+        forged.forward = RSlice::from_slice(&bad);
+        assert!(Encoded::new(forged, true, "up:80").is_err());
     }
 }
