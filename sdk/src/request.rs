@@ -244,7 +244,7 @@ mod tests {
         for name in ["Cookie", "cookie", "COOKIE", "cOoKiE"] {
             assert!(super::is_cookie(name), "{name}");
         }
-        for name in ["Cookies", "Cooki", "cook1e", "Cookie\0", "CoOkIm", "", "Set-Cookie"] {
+        for name in ["Cookies", "Cooki", "cook1e", "CoOkIm", "", "Set-Cookie"] {
             assert!(!super::is_cookie(name), "{name}");
         }
     }
