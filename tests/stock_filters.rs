@@ -585,6 +585,44 @@ fn userid_sets_a_visitor_cookie_that_handlers_and_the_log_see() {
 }
 
 #[test]
+fn userid_finds_the_visitor_cookie_anywhere_in_the_cookie_headers() {
+    let config = r#"{
+  "load": [{"so": "testkit"}, {"so": "filters"}],
+  "routing": [{"prefix": "/echo", "handler": "echo", "filters": [{"type": "userid", "name": "vid"}]}]
+}"#;
+    let srv = Server::start(config);
+    let id = set_vid(&get(&srv, "/echo", "")).expect("a new visitor gets the cookie");
+    // A returning visitor's id after other cookies (past the first eight-byte words), with
+    // spaces around it, quoted, or in a second `Cookie` line: found, so no new cookie.
+    let long = "session=0123456789abcdef0123456789abcdef; theme=dark";
+    for cookies in [
+        format!("Cookie: {long}; vid={id}\r\n"),
+        format!("Cookie: {long};vid = {id} ;x=1\r\n"),
+        format!("Cookie: {long}; vid=\"{id}\"\r\n"),
+        format!("Cookie: {long}\r\nCookie: a=1; vid={id}\r\n"),
+        format!("Cookie: vidx=1; xvid=2; vid={id}\r\n"),
+    ] {
+        let r = get(&srv, "/echo", &cookies);
+        assert_eq!(r.header("set-cookie"), None, "{cookies}");
+        assert!(r.text().contains(&format!("cookie.vid={id}")), "{cookies}");
+    }
+    // The first `vid` wins: a malformed one first is replaced, though a good one follows, and
+    // the client's other cookies stay.
+    for cookies in [
+        format!("Cookie: {long}; vid=forged; vid={id}\r\n"),
+        format!("Cookie: vid={id}0\r\nCookie: vid={id}\r\n"),
+    ] {
+        let r = get(&srv, "/echo", &cookies);
+        let new = set_vid(&r).expect("a malformed id is replaced");
+        assert!(is_id(&new) && new != id, "{cookies}");
+        assert!(r.text().contains(&format!("cookie.vid={new}")), "{cookies}");
+        assert!(!r.text().contains("cookie.vid=forged"), "{}", r.text());
+    }
+    let r = get(&srv, "/echo", &format!("Cookie: {long}; vid=forged\r\n"));
+    assert!(r.text().contains("cookie.theme=dark"), "{}", r.text());
+}
+
+#[test]
 fn userid_ids_differ_when_a_proxy_repeats_a_request_id() {
     let config = r#"{
   "load": [{"so": "testkit"}, {"so": "filters"}],

@@ -199,12 +199,26 @@ impl<'a> Request<'a> {
             .collect()
     }
 
-    /// One cookie's value. (Searched header by header: a `flat_map` over the headers' pairs
-    /// cost twice as much, and `userid` asks twice a request.)
+    /// One cookie's value, the first of its name. (Searched header by header with
+    /// [`params::cookie`], which skips the other pairs whole: `userid` asks twice a request.)
     pub fn cookie(&self, name: &str) -> Option<&'a str> {
-        self.header_all("cookie")
-            .find_map(|header| params::cookies(header).find(|(n, _)| *n == name))
-            .map(|(_, v)| v)
+        self.headers
+            .iter()
+            .filter(|h| is_cookie(&h.name))
+            .filter_map(|h| h.value_str())
+            .find_map(|header| params::cookie(header, name))
+    }
+}
+
+/// `Cookie` in any case, a word at a time (a letter's case is its 0x20 bit): a byte-by-byte
+/// `eq_ignore_ascii_case` cost a sixth of a cookie lookup.
+fn is_cookie(name: &str) -> bool {
+    match name.as_bytes() {
+        &[a, b, c, d, e, f] => {
+            u32::from_le_bytes([a, b, c, d]) | 0x2020_2020 == u32::from_le_bytes(*b"cook")
+                && u16::from_le_bytes([e, f]) | 0x2020 == u16::from_le_bytes(*b"ie")
+        }
+        _ => false,
     }
 }
 
@@ -226,6 +240,16 @@ mod tests {
             assert_eq!(r.cookie("c"), None);
             assert_eq!(r.cookies().len(), 4);
         });
+    }
+
+    #[test]
+    fn only_cookie_headers_are_cookie_headers() {
+        for name in ["Cookie", "cookie", "COOKIE", "cOoKiE"] {
+            assert!(super::is_cookie(name), "{name}");
+        }
+        for name in ["Cookies", "Cooki", "cook1e", "CoOkIm", "", "Set-Cookie"] {
+            assert!(!super::is_cookie(name), "{name}");
+        }
     }
 
     #[test]
