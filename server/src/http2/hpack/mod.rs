@@ -60,13 +60,22 @@ fn read_int(buf: &[u8], pos: &mut usize, n: u8) -> Result<usize, DecodeError> {
     }
 }
 
-/// Encode `value` with an `n`-bit prefix, the prefix's other bits `flags`.
+/// Encode `value` with an `n`-bit prefix, the prefix's other bits `flags`. Inlined: nearly
+/// every integer of a response block fits its prefix (one byte), and a call cost more than
+/// the byte.
+#[inline]
 fn write_int(out: &mut Vec<u8>, value: usize, n: u8, flags: u8) {
     let mask = (1usize << n) - 1;
     if value < mask {
         out.push(flags | value as u8);
         return;
     }
+    write_long_int(out, value, mask, flags);
+}
+
+/// [`write_int`] past its prefix.
+#[inline(never)]
+fn write_long_int(out: &mut Vec<u8>, value: usize, mask: usize, flags: u8) {
     out.push(flags | mask as u8);
     let mut rest = value - mask;
     while rest >= 0x80 {
