@@ -378,3 +378,68 @@ fn bodies_in_memory_keep_to_the_frame_size_and_the_window() {
         }
     }
 }
+
+/// Streams answered at once (no body, an inline answer in memory that fits the windows: no
+/// future) and streams whose answer waits for the window, in one batch: an answer goes whole
+/// or waits for its future, which sends what the window allows, so the connection window is
+/// used to the byte and every stream ends with all of its body once it is opened again.
+#[test]
+fn a_batch_answered_at_once_and_by_window_keeps_to_the_connection_window() {
+    use http2_frames::*;
+    let srv = Server::start(
+        r#"{"load": [{"so": "testkit"}],
+            "routing": [{"prefix": "/big", "handler": "big", "size": 2048}]}"#,
+    );
+    let tcp = std::net::TcpStream::connect(srv.addr()).unwrap();
+    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let authority = format!("127.0.0.1:{}", srv.port);
+    let mut conn = Conn::new(Box::new(tcp), "http", &authority);
+    conn.handshake().unwrap();
+    // 40 answers of 2 KiB: 31 fit the connection's 65,535 bytes whole, the 32nd in part.
+    let fields: Vec<(String, String)> = [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/big"),
+        (":authority", authority.as_str()),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    let block = conn.block(&fields);
+    let streams: Vec<u32> = (0..40).map(|i| 1 + 2 * i).collect();
+    let batch: Vec<u8> = streams
+        .iter()
+        .flat_map(|&s| frame(HEADERS, END_HEADERS | END_STREAM, s, &block))
+        .collect();
+    conn.send(&batch);
+    let (first, _) = conn.frames_until_closed();
+    let data = |frames: &[Frame]| -> Vec<(u32, usize, bool)> {
+        frames
+            .iter()
+            .filter(|f| f.kind == DATA)
+            .map(|f| (f.stream, f.payload.len(), f.flags & END_STREAM != 0))
+            .collect()
+    };
+    let before = data(&first);
+    let sent: usize = before.iter().map(|d| d.1).sum();
+    assert_eq!(
+        sent, 65_535,
+        "the connection window, to the byte: {before:?}"
+    );
+    assert_eq!(before.iter().filter(|d| d.2).count(), 31, "{before:?}");
+    conn.window_update(0, 1_000_000);
+    let (rest, _) = conn.frames_until_closed();
+    let all: Vec<_> = before.into_iter().chain(data(&rest)).collect();
+    for s in &streams {
+        let mine: Vec<_> = all.iter().filter(|d| d.0 == *s).collect();
+        assert_eq!(
+            mine.iter().map(|d| d.1).sum::<usize>(),
+            2048,
+            "{s}: {mine:?}"
+        );
+        assert_eq!(mine.iter().filter(|d| d.2).count(), 1, "{s}: {mine:?}");
+        assert!(mine.last().unwrap().2, "{s}: {mine:?}");
+    }
+    let heads = first.iter().chain(&rest).filter(|f| f.kind == HEADERS);
+    assert_eq!(heads.count(), 40);
+}

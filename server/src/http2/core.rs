@@ -285,6 +285,26 @@ impl StreamIo {
         }
     }
 
+    /// Take all of `want` bytes of the windows at once, or nothing (`false`: the output is
+    /// full, a window too small, the stream or connection gone): the answer of a stream
+    /// served without a future (`stream::begin`) goes whole, or through the future.
+    pub fn take_all(&self, want: usize) -> bool {
+        let mut core = self.core.borrow_mut();
+        if core.closed || core.out_len() >= core.out_limit {
+            return false;
+        }
+        let conn_window = core.send_window;
+        let want = want as i64;
+        match core.streams.get_mut(&self.id) {
+            Some(slot) if !slot.reset && want <= slot.send_window.min(conn_window) => {
+                slot.send_window -= want;
+                core.send_window -= want;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Take up to `want` bytes of the windows, or say what to wait for.
     fn try_reserve(&self, want: usize) -> Reserve {
         let mut core = self.core.borrow_mut();

@@ -265,10 +265,6 @@ impl<'a> Builder<'a> {
                 _ => Some("a request without :method, :scheme or :path"),
             }
         };
-        let why = why.or(match authority {
-            Some(a) if find_byte(b'@', a).is_some() => Some("an :authority with userinfo"),
-            _ => None,
-        });
         if let Some(why) = why {
             self.refuse(why);
             return Err(());
@@ -295,6 +291,11 @@ impl<'a> Builder<'a> {
         if let Some(a) = authority {
             match (read_host(a), self.header(b"host", a)) {
                 (Ok(host), Some(span)) => host.set(&mut self.head, span),
+                // Userinfo breaks the Host rules too: looked for only then.
+                (Err(_), _) if find_byte(b'@', a).is_some() => {
+                    self.refuse("an :authority with userinfo");
+                    return Err(());
+                }
                 (Err(e), _) => self.fail(e),
                 _ => {}
             }

@@ -129,13 +129,15 @@ pub async fn run<T>(
         let mut ready = std::mem::take(&mut s.ready);
         for (io, req) in ready.drain(..) {
             served += 1;
-            // Boxed straight from the call: the stream's future is moved once.
-            running.push(Box::pin(stream::handle(
-                io,
-                req,
-                peer.clone(),
-                shared.clone(),
-            )));
+            // Answered at once, or boxed straight from the call: the future is moved once.
+            if let Some((io, rest)) = stream::begin(io, req, &peer, &shared) {
+                running.push(Box::pin(stream::handle(
+                    io,
+                    rest,
+                    peer.clone(),
+                    shared.clone(),
+                )));
+            }
             if served >= max_requests && !s.going_away {
                 s.go_away(Reason::NoError);
             }

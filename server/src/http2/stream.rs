@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use osprey_sdk::{Body, FileRange, Response};
+use osprey_sdk::{Body, FileRange, HeaderPair, Response};
 
 use super::core::StreamIo;
 use super::request::Request;
@@ -15,7 +15,8 @@ use super::response;
 use crate::conn::pool;
 use crate::dispatch::incoming::{self, Feed};
 use crate::dispatch::{
-    dispatch, error_response, finished, start_clock, BodyLoc, Dispatched, Exchange, Finished, Peer,
+    dispatch, dispatch_now, error_response, finish, finished, start_clock, BodyLoc, Dispatched,
+    Exchange, Finished, Peer, Routed, Unfinished,
 };
 use crate::http::body_buf::BodyBuf;
 use crate::http::encode::invalid_header;
@@ -25,17 +26,162 @@ use crate::http::HttpError;
 use crate::router::BodyIntake;
 use crate::sender::{self, Held, Outgoing, Sink};
 use crate::server::Shared;
+use tokio::time::Instant;
 
 /// Bytes read from a file per window reservation.
 const FILE_CHUNK: usize = 64 * 1024;
 
-/// Serve one request stream. Its future is kept small (it is boxed and moved once per
-/// stream): the head is in a pooled box, and a route that has to wait finishes in a
-/// future of its own.
-pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc<Shared>) {
+/// Where a stream's future starts: what [`begin`] could not finish at once.
+pub enum Rest {
+    /// Nothing done yet: a body comes, or the head was refused.
+    Fresh(Request),
+    /// Routed as far as it goes without waiting: a filter, the pool or a `Later` answer next.
+    Waits(Box<Unfinished>, Start),
+    /// Answered (and checked), the body not within the windows now, or not in memory.
+    Answered(Box<Exchange>, Start),
+}
+
+/// What the access log and the sender keep from the request's start.
+pub struct Start {
+    started: Option<Instant>,
+    is_head: bool,
+}
+
+/// Serve a stream without a future when it can be, as HTTP/1.1's `dispatch_now` does: no
+/// body comes, the route answers inline, and the answer (head and body in memory) fits the
+/// windows and the output — most requests. Each stream's future costs a box, a task in the
+/// connection's set and the moves of the exchange through `dispatch`'s future. What is left
+/// comes back for [`handle`].
+pub fn begin(
+    io: StreamIo,
+    req: Request,
+    peer: &Arc<Peer>,
+    shared: &Arc<Shared>,
+) -> Option<(StreamIo, Rest)> {
+    // A body (or a length declared without one: `read_body` answers that) takes the future.
+    let no_body = matches!(&req.head, Ok(head) if matches!(head.body, BodyFraming::None));
+    if !no_body || !io.is_end_stream() {
+        return Some((io, Rest::Fresh(req)));
+    }
+    let Ok(head) = req.head else {
+        unreachable!("checked above")
+    };
+    let start = Start {
+        started: start_clock(),
+        is_head: req.is_head,
+    };
+    let buf = req.buf;
+    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
+    let ex = Exchange {
+        buf,
+        head,
+        body: BodyLoc::Owned(BodyBuf::default()),
+        resp: pool::take_response(),
+        extra: Vec::new(),
+        stream: None,
+        id,
+        lineage: None,
+    };
+    let mut routed = dispatch_now(shared, peer, ex);
+    let Routed::Answered(ex) = &mut routed else {
+        let Routed::Waits(rest) = routed else {
+            unreachable!("answered above")
+        };
+        return Some((io, Rest::Waits(rest, start)));
+    };
+    prepare(ex, shared);
+    let mut io = io;
+    let Some(body_bytes) = send_now(&mut io, &mut ex.resp, start.is_head) else {
+        let Routed::Answered(ex) = routed else {
+            unreachable!("answered above")
+        };
+        return Some((io, Rest::Answered(Box::new(ex), start)));
+    };
+    drop(io);
+    let status = ex.resp.status;
+    let set_cookies = crate::access_log::set_cookies(&ex.resp.headers);
+    done(
+        peer,
+        Some(ex),
+        status,
+        body_bytes,
+        start.started,
+        &set_cookies,
+    );
+    // Only the head and the response move out (`Routed::Answered(ex)` would copy it all).
+    if let Routed::Answered(Exchange { head, resp, .. }) = routed {
+        pool::give_head(head);
+        pool::give_response(resp);
+    }
+    None
+}
+
+/// Serve what [`begin`] left of a request stream. Its future is kept small (it is boxed and
+/// moved once per stream): the head is in a pooled box, and a route that has to wait
+/// finishes in a future of its own.
+pub async fn handle(mut io: StreamIo, rest: Rest, peer: Arc<Peer>, shared: Arc<Shared>) {
     let (peer, shared) = (&peer, &shared);
-    let started = start_clock();
-    let is_head = req.is_head;
+    let (mut dispatched, start, prepared) = match rest {
+        Rest::Fresh(req) => match fresh(&io, req, peer, shared).await {
+            Ok((dispatched, start)) => (dispatched, start, false),
+            Err((e, start)) => return refused(io, e, start, peer, shared).await,
+        },
+        Rest::Waits(rest, start) => {
+            let dispatched = match Box::pin(finish(shared, peer, rest)).await {
+                Dispatched::Answered(ex) => Dispatched::Answered(*ex),
+                Dispatched::Lost => Dispatched::Lost,
+            };
+            (dispatched, start, false)
+        }
+        Rest::Answered(ex, start) => (Dispatched::Answered(*ex), start, true),
+    };
+    // The response is sent from where the handler left it, by reference.
+    let mut lost;
+    let resp = match &mut dispatched {
+        Dispatched::Answered(ex) => {
+            if !prepared {
+                prepare(ex, shared);
+            }
+            &mut ex.resp
+        }
+        // The request's bytes went with a failed worker job.
+        Dispatched::Lost => {
+            lost = Response::default();
+            error_response(&mut lost, 500, "");
+            &mut lost
+        }
+    };
+    let status = resp.status;
+    // The access log may record a cookie the response sets; the response is sent below.
+    let set_cookies = crate::access_log::set_cookies(&resp.headers);
+    let body_bytes = send(&mut io, resp, start.is_head, shared)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!("HTTP/2 response not completed: {e}");
+            0
+        });
+    let ex = match &dispatched {
+        Dispatched::Answered(ex) => Some(ex),
+        Dispatched::Lost => None,
+    };
+    done(peer, ex, status, body_bytes, start.started, &set_cookies);
+    if let Dispatched::Answered(Exchange { head, resp, .. }) = dispatched {
+        pool::give_head(head);
+        pool::give_response(resp);
+    }
+}
+
+/// A fresh stream: its body read (or fed to the handler), then dispatched.
+async fn fresh(
+    io: &StreamIo,
+    req: Request,
+    peer: &Arc<Peer>,
+    shared: &Arc<Shared>,
+) -> Result<(Dispatched, Start), (HttpError, Start)> {
+    let start = Start {
+        started: start_clock(),
+        is_head: req.is_head,
+    };
     let buf = req.buf;
     let mut streamed = None;
     let read = match req.head {
@@ -43,7 +189,7 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
             let intake = shared
                 .router
                 .body_intake(head.path(&buf), head.host(&buf), peer.secure);
-            read_body(&io, &head, intake, shared)
+            read_body(io, &head, intake, shared)
                 .await
                 .map(|(limit, content)| (head, limit, content))
         }
@@ -52,23 +198,7 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
     // Built where it is used (not in a match arm): each move of the exchange is a `memcpy`.
     let (head, stream_limit, content) = match read {
         Ok(read) => read,
-        Err(e) => {
-            tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
-            let mut resp = Response::default();
-            error_response(&mut resp, e.status, e.reason);
-            let body_bytes = send(&mut io, &mut resp, is_head, shared).await.unwrap_or(0);
-            pool::give_response(resp);
-            finished(Finished {
-                peer,
-                request: None,
-                status: e.status,
-                body_bytes,
-                started,
-                id: None,
-                set_cookies: &[],
-            });
-            return;
-        }
+        Err(e) => return Err((e, start)),
     };
     let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
     let mut ex = Exchange {
@@ -90,43 +220,45 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
         ex.stream = Some(Box::new(slot));
         streamed = Some((feed, limit));
     }
-    let mut dispatched = match streamed {
+    let dispatched = match streamed {
         None => dispatch(shared, peer, ex).await,
         Some((feed, limit)) => {
-            let feeding = feed_body(&io, feed, limit, shared.timeouts.body);
+            let feeding = feed_body(io, feed, limit, shared.timeouts.body);
             Box::pin(incoming::beside(dispatch(shared, peer, ex), feeding))
                 .await
                 .0
         }
     };
-    // The response is sent from where the handler left it, by reference.
-    let mut lost;
-    let resp = match &mut dispatched {
-        Dispatched::Answered(ex) => {
-            ex.stamp_id(&shared.config.request_id);
-            &mut ex.resp
-        }
-        // The request's bytes went with a failed worker job.
-        Dispatched::Lost => {
-            lost = Response::default();
-            error_response(&mut lost, 500, "");
-            &mut lost
-        }
-    };
-    refuse_unsendable(resp);
-    let status = resp.status;
-    // The access log may record a cookie the response sets; the response is sent below.
-    let set_cookies = crate::access_log::set_cookies(&resp.headers);
-    let body_bytes = send(&mut io, resp, is_head, shared)
+    Ok((dispatched, start))
+}
+
+/// A request refused before dispatch (its head, its body): the error's answer.
+async fn refused(mut io: StreamIo, e: HttpError, start: Start, peer: &Peer, shared: &Shared) {
+    tracing::debug!("HTTP/2 request error {}: {}", e.status, e.reason);
+    let mut resp = Response::default();
+    error_response(&mut resp, e.status, e.reason);
+    let body_bytes = send(&mut io, &mut resp, start.is_head, shared)
         .await
-        .unwrap_or_else(|e| {
-            tracing::debug!("HTTP/2 response not completed: {e}");
-            0
-        });
-    let ex = match &dispatched {
-        Dispatched::Answered(ex) => Some(ex),
-        Dispatched::Lost => None,
-    };
+        .unwrap_or(0);
+    pool::give_response(resp);
+    done(peer, None, e.status, body_bytes, start.started, &[]);
+}
+
+/// An answer made ready to send: the request id stamped, what HTTP/2 cannot carry refused.
+fn prepare(ex: &mut Exchange, shared: &Shared) {
+    ex.stamp_id(&shared.config.request_id);
+    refuse_unsendable(&mut ex.resp);
+}
+
+/// The request counted and logged, once its response has left.
+fn done(
+    peer: &Peer,
+    ex: Option<&Exchange>,
+    status: u16,
+    body_bytes: u64,
+    started: Option<Instant>,
+    set_cookies: &[HeaderPair],
+) {
     finished(Finished {
         peer,
         request: ex.map(|ex| (&ex.buf[..], &*ex.head)),
@@ -134,12 +266,8 @@ pub async fn handle(mut io: StreamIo, req: Request, peer: Arc<Peer>, shared: Arc
         body_bytes,
         started,
         id: ex.map(|ex| ex.id),
-        set_cookies: &set_cookies,
+        set_cookies,
     });
-    if let Dispatched::Answered(Exchange { head, resp, .. }) = dispatched {
-        pool::give_head(head);
-        pool::give_response(resp);
-    }
 }
 
 /// Read the body into a [`BodyBuf`] (its size once, given back with the request) — unless the
@@ -253,6 +381,35 @@ async fn send(
     let timeout = shared.timeouts.write;
     let mut sink = Http2 { io, timeout };
     sender::send(&mut sink, body, 0, timeout).await
+}
+
+/// Send the response at once, with no future: the head and a body in memory when all of it
+/// fits the windows and the output (else nothing is done: `None`, for [`send`]). The body
+/// bytes sent.
+fn send_now(io: &mut StreamIo, resp: &mut Response, is_head: bool) -> Option<u64> {
+    let no_body = bodiless(resp.status);
+    let length = if no_body { None } else { resp.body.len() };
+    let empty = no_body || is_head || length == Some(0);
+    let len = match &resp.body {
+        _ if empty => 0,
+        Body::Bytes(b) => b.len(),
+        Body::Shared(b) => b.len(),
+        _ => return None,
+    };
+    if !io.take_all(len) {
+        return None;
+    }
+    let body = Outgoing::of(std::mem::replace(&mut resp.body, Body::Empty));
+    let mut core = io.core.borrow_mut();
+    response::head(&mut core, io.id, resp, length, empty);
+    io.done = true;
+    match body {
+        Outgoing::Bytes(bytes) if !empty => {
+            response::data_held(&mut core, io.id, bytes, 0..len, true);
+            Some(len as u64)
+        }
+        _ => Some(0),
+    }
 }
 
 /// An HTTP/2 stream as a body's sink: DATA frames within flow control, END_STREAM with the

@@ -359,3 +359,51 @@ fn a_repeated_path_is_decoded_from_the_memo_and_never_stale() {
         (":path".to_string(), "/x".to_string())
     );
 }
+
+/// Integers written with each prefix size read back the same, across the one-byte,
+/// two-byte (written inline) and longer forms, and with the prefix's other bits kept; the
+/// forms are the shortest (RFC 7541 §5.1, C.1).
+#[test]
+fn integers_read_back_in_their_shortest_form() {
+    // (Prefixes of 1 to 7 bits: HPACK uses 4 to 7.)
+    for n in 1..=7u8 {
+        let mask = (1usize << n) - 1;
+        let flags = !(mask as u8) & 0xa5;
+        let edges = [
+            0,
+            1,
+            mask - 1,
+            mask,
+            mask + 1,
+            mask + 0x7f,
+            mask + 0x80,
+            mask + 0x3fff,
+        ];
+        for value in edges
+            .into_iter()
+            .chain(mask + 0x4000..mask + 0x4002)
+            .chain([1 << 20])
+        {
+            let mut out = vec![0xee];
+            write_int(&mut out, value, n, flags);
+            let len = match value - value.min(mask) {
+                _ if value < mask => 1,
+                rest if rest < 0x80 => 2,
+                rest if rest < 0x4000 => 3,
+                _ => 4,
+            };
+            assert_eq!(out.len() - 1, len, "{value} with {n} bits: {out:?}");
+            assert_eq!(out[1] & !(mask as u8), flags, "{value} with {n} bits");
+            let mut pos = 1;
+            assert_eq!(
+                read_int(&out, &mut pos, n),
+                Ok(value),
+                "{value} with {n} bits"
+            );
+            assert_eq!(pos, out.len());
+        }
+    }
+    let mut out = Vec::new();
+    write_int(&mut out, 1337, 5, 0);
+    assert_eq!(out, [0x1f, 0x9a, 0x0a], "RFC 7541 C.1.2");
+}

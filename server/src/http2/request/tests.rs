@@ -340,3 +340,28 @@ fn a_field_from_the_table_is_checked_again_unless_it_passed() {
         }
     }
 }
+
+/// An `:authority` with userinfo is malformed (§8.3.1) wherever the `@` stands — before a
+/// port, in one, after an IPv6 literal, with CONNECT, with no regular field after it — and
+/// not a 400: it is looked for only once the Host rules refused the authority.
+#[test]
+fn userinfo_in_the_authority_is_malformed_wherever_it_stands() {
+    for authority in [
+        "user@example.com",
+        "user:pw@example.com",
+        "example.com:80@x",
+        "[::1]@x",
+        "a@[::1]:8080",
+        "@",
+    ] {
+        let why = Err(Malformed("an :authority with userinfo"));
+        let mut fields = GET.to_vec();
+        fields[3].1 = authority;
+        assert_eq!(build(&fields).map(|_| ()), why, "{authority}");
+        fields.push(("accept", "*/*"));
+        assert_eq!(build(&fields).map(|_| ()), why, "{authority} and a field");
+        let connect = [(":method", "CONNECT"), (":authority", authority)];
+        assert_eq!(build(&connect).map(|_| ()), why, "CONNECT {authority}");
+    }
+    assert_eq!(status(&get_with(&[("accept", "*/*")])), 200);
+}
