@@ -265,6 +265,15 @@ impl Drop for Server {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // A failing test shows what the server said (its log goes with the temporary dir).
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect();
+            eprintln!("--- server log (last {} lines) ---", tail.len());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
