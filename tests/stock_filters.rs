@@ -707,3 +707,43 @@ fn userid_configuration_errors_name_line_and_key() {
         );
     }
 }
+
+#[test]
+fn userid_gives_a_new_visitor_the_id_its_handler_saw_when_an_include_runs_through_it_too() {
+    let dir = common::TempDir::new("userid-ssi");
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("frag.html"), "<i>frag</i>").unwrap();
+    std::fs::write(
+        www.join("page.shtml"),
+        "[<!--#include virtual=\"/frag.html\" -->]",
+    )
+    .unwrap();
+    // The include is a subrequest with the page's request id, no cookie, and the same filter.
+    let config = format!(
+        r#"{{
+  "load": [{{"so": "filters"}}],
+  "logging": {{"access_log": {log:?}, "access_log_fields": ["cookie:vid"]}},
+  "routing": [{{"handler": "sendfile", "dir": {www:?},
+    "filters": [{{"type": "userid", "name": "vid"}}, {{"type": "ssi"}}]}}]
+}}"#,
+        log = dir.path().join("access.log").display().to_string(),
+        www = www.display().to_string(),
+    );
+    let srv = Server::start(&config);
+    let r = get(&srv, "/page.shtml", "");
+    assert_eq!(r.text(), "[<i>frag</i>]", "{r:?}");
+    let id = set_vid(&r).expect("a new visitor gets the cookie");
+    // The page's log line shows the id its handler saw: the one the client is given.
+    let log = ops_util::wait_file(&dir.path().join("access.log"), "\n", 2);
+    let page = log
+        .lines()
+        .find(|l| l.contains("/page.shtml HTTP/1.1\""))
+        .unwrap();
+    assert!(page.ends_with(&format!("\"{id}\"")), "{id}\n{log}");
+    let frag = log
+        .lines()
+        .find(|l| l.contains("/frag.html SUBREQUEST"))
+        .unwrap();
+    assert!(!frag.ends_with(&format!("\"{id}\"")), "{id}\n{log}");
+}

@@ -3,6 +3,12 @@
 //! may run on the thread in between (an asynchronous handler). Ids waiting for their `after`
 //! are kept per thread by filter and request id; `after` takes its own out, so even requests
 //! with the same id (a trusted proxy that repeats `X-Request-Id`) never share one.
+//!
+//! A new visitor's `request_headers` keeps its id on the network thread that runs its `after`
+//! (both steps are inline), so while every kept id is still here, an `after` that finds none
+//! waiting knows its `request_headers` found the client's id ([`none_waiting`]): a returning
+//! visitor costs no second cookie lookup. Once an id is dropped (too many waiting, or a
+//! request id too long to keep) that no longer holds, and the thread's `after`s look again.
 
 use std::cell::RefCell;
 
@@ -29,12 +35,26 @@ impl Pending {
     }
 }
 
-thread_local!(static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) });
+struct Kept {
+    ids: Vec<Pending>,
+    /// An id was not kept or was dropped: an `after` may find none though it made one.
+    lost: bool,
+}
+
+thread_local!(static PENDING: RefCell<Kept> = const {
+    RefCell::new(Kept { ids: Vec::new(), lost: false })
+});
+
+/// No id is waiting on this thread and none was ever lost: an `after` of a request whose
+/// `request_headers` ran here made no id.
+pub fn none_waiting() -> bool {
+    PENDING.with_borrow(|kept| kept.ids.is_empty() && !kept.lost)
+}
 
 /// Keep `id`, made by `filter` for the request `request`, for its `after`.
 pub fn keep(filter: usize, request: &str, id: Id) {
     if request.len() > MAX_REQUEST_ID {
-        return;
+        return PENDING.with_borrow_mut(|kept| kept.lost = true);
     }
     let mut entry = Pending {
         filter,
@@ -43,19 +63,20 @@ pub fn keep(filter: usize, request: &str, id: Id) {
         id,
     };
     entry.request[..request.len()].copy_from_slice(request.as_bytes());
-    PENDING.with_borrow_mut(|pending| {
-        if pending.len() == CAPACITY {
-            pending.remove(0);
+    PENDING.with_borrow_mut(|kept| {
+        if kept.ids.len() == CAPACITY {
+            kept.ids.remove(0);
+            kept.lost = true;
         }
-        pending.push(entry);
+        kept.ids.push(entry);
     });
 }
 
 /// The id `filter` kept for `request`, taken out (the oldest of several).
 pub fn take(filter: usize, request: &str) -> Option<Id> {
-    PENDING.with_borrow_mut(|pending| {
-        let at = pending.iter().position(|p| p.is(filter, request))?;
-        Some(pending.remove(at).id)
+    PENDING.with_borrow_mut(|kept| {
+        let at = kept.ids.iter().position(|p| p.is(filter, request))?;
+        Some(kept.ids.remove(at).id)
     })
 }
 
@@ -75,12 +96,36 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_goes_when_full() {
+    fn the_oldest_goes_when_full_and_then_afters_look_again() {
         for i in 0..=CAPACITY {
             keep(3, &i.to_string(), [b'x'; 32]);
         }
         assert_eq!(take(3, "0"), None);
-        assert!(take(3, &CAPACITY.to_string()).is_some());
-        PENDING.with_borrow_mut(Vec::clear);
+        for i in 1..=CAPACITY {
+            assert!(take(3, &i.to_string()).is_some());
+        }
+        assert!(!none_waiting(), "an id was dropped: its `after` must look");
+        reset();
+    }
+
+    #[test]
+    fn none_waits_once_every_kept_id_is_taken() {
+        assert!(none_waiting());
+        keep(4, "r", [b'a'; 32]);
+        assert!(!none_waiting());
+        assert!(take(4, "r").is_some());
+        assert!(none_waiting());
+    }
+
+    #[test]
+    fn an_id_not_kept_makes_afters_look() {
+        keep(5, &"r".repeat(MAX_REQUEST_ID + 1), [b'a'; 32]);
+        assert!(!none_waiting());
+        reset();
+    }
+
+    /// This test thread's ids forgotten, as a new thread's.
+    fn reset() {
+        PENDING.with_borrow_mut(|kept| (kept.ids.clear(), kept.lost = false));
     }
 }

@@ -4,7 +4,8 @@
 //! the kernel) and a per-thread counter (a pseudo-random function: a few hundred instructions
 //! where SHA-256 took thousands). Unique across threads and restarts, not guessable without
 //! the key, and independent of the request's id, which a trusted proxy may repeat. The id
-//! `request_headers` makes is kept for `after` (`pending_ids`). Later filters and the handler
+//! `request_headers` makes is kept for `after` (`pending_ids`), which looks at the cookie
+//! again only when an id waits on its thread. Later filters and the handler
 //! see the new id as the cookie (`Request::cookie`); the access log records it with
 //! `"cookie:<name>"`.
 
@@ -188,7 +189,9 @@ impl Filter for UserId {
 
     /// Every answer to a new visitor sets the cookie, error pages included.
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
-        if self.sent(req).is_some() {
+        // No id waiting on this thread: `request_headers` (always called before `after`, on
+        // this thread) found the client's, and the cookie need not be looked up again.
+        if pending_ids::none_waiting() || self.sent(req).is_some() {
             return;
         }
         // The id the handler saw; a new one if `request_headers` did not run here.
@@ -235,6 +238,33 @@ mod tests {
             resp.get_header("set-cookie").unwrap(),
             format!("vid={id}; Max-Age=31536000; Path=/; HttpOnly; SameSite=Lax")
         );
+    }
+
+    #[test]
+    fn a_returning_visitor_gets_no_cookie_alone_or_while_a_new_ones_id_waits() {
+        let filter = UserId::new("{}").unwrap();
+        let known = "uid=0123456789abcdef0123456789abcdef";
+        let old = osprey_sdk::testing::TestRequest::get("/").header("Cookie", known);
+        let returning = || {
+            let (mut set, mut resp) = (RVec::new(), Response::new());
+            old.with_view(|r| {
+                filter.request_headers(r, "", &mut set);
+                filter.after(r, "", &mut resp);
+            });
+            assert!(set.is_empty() && resp.get_header("set-cookie").is_none());
+        };
+        returning();
+        let new = osprey_sdk::testing::TestRequest::get("/");
+        let (mut set, mut resp) = (RVec::new(), Response::new());
+        new.with_view(|r| {
+            filter.request_headers(r, "", &mut set);
+            returning();
+            filter.after(r, "", &mut resp);
+        });
+        let id = set[0].value.as_str().strip_prefix("uid=").unwrap();
+        let cookie = resp.get_header("set-cookie").unwrap();
+        assert!(cookie.starts_with(&format!("uid={id};")), "{cookie}");
+        returning();
     }
 
     #[test]
