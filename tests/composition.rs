@@ -469,3 +469,44 @@ fn the_sample_composition_config_serves_its_page() {
     assert!(page.contains("Served for /index.shtml?name=you"), "{page}");
     assert!(!page.contains("ssi error"), "{page}");
 }
+
+/// The `ssi` filter tells the handler before it runs that the page is read for its body only
+/// (`osprey_sdk::BODY_ONLY`), so the static handler makes no validators of the file for it:
+/// seen on a page sent unprocessed (over `max_size`). Not on a route whose filter keys a cache
+/// (that stored answer is served to clients): there the file's validators stay, seen on a
+/// page `ssi` leaves alone as it comes gzipped.
+#[test]
+fn an_ssi_page_has_no_validators_of_its_file_unless_its_route_keys_a_cache() {
+    let dir = TempDir::new("validators");
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(
+        www.join("big.shtml"),
+        "over max_size <!--#echo var=\"x\" -->",
+    )
+    .unwrap();
+    let srv = Server::start(&format!(
+        r#"{{"routing": [
+  {{"prefix": "/cached", "handler": "sendfile", "dir": {www:?},
+    "filters": [{{"type": "ssi"}},
+                {{"type": "file_cache", "cache_dir": {cache:?}, "ttl": 60}},
+                {{"type": "gzip", "min_length": 1}}]}},
+  {{"handler": "sendfile", "dir": {www:?}, "filters": [{{"type": "ssi", "max_size": 4}}]}}]}}"#,
+        www = www.display().to_string(),
+        cache = dir.path().join("cache").display().to_string(),
+    ));
+    let r = srv.get("/big.shtml");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.text().starts_with("over max_size"), "{r:?}");
+    for name in ["last-modified", "etag", "accept-ranges"] {
+        assert_eq!(r.header(name), None, "{name}: {r:?}");
+    }
+    let raw = srv.raw(
+        b"GET /cached/big.shtml HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+    );
+    let r = Response::parse(raw.as_bytes());
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("content-encoding"), Some("gzip"), "{r:?}");
+    assert!(r.header("last-modified").is_some(), "{r:?}");
+    assert!(r.header("etag").is_some(), "{r:?}");
+}

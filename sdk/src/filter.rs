@@ -11,6 +11,12 @@ use abi_stable::{
 use async_ffi::LocalFfiFuture;
 
 pub use crate::wants::Wants;
+
+/// Set by a filter in `request_headers` (any value): the handler's answer is read for its
+/// body only ([`Request::body_only`]), e.g. an SSI page whose body the filter replaces and
+/// whose validators it drops. Not a header name (no handler sees it); the core ignores it on
+/// a route whose filter keys a cache, as the handler's answer could be stored and served.
+pub const BODY_ONLY: &str = ":body-only";
 use crate::{
     handler::panic_message, handler::Mode, host, request::Request, response::HeaderPair,
     response::Response,
@@ -58,6 +64,7 @@ pub trait Filter: Send + Sync + 'static {
     /// After `before` answered `Continue`: request headers the handler should see in place
     /// of the client's (e.g. `If-None-Match` when a cache revalidates its entry). Each pair
     /// replaces every request header of that name; an empty value removes it.
+    /// A filter that replaces the whole body (SSI) may add [`BODY_ONLY`] to say so.
     fn request_headers(&self, _req: &Request<'_>, _key: &str, _set: &mut RVec<HeaderPair>) {}
 
     /// After `before` answered `Wait`: a future that completes when it is worth asking again.

@@ -40,7 +40,7 @@ pub mod wants;
 
 pub use async_ffi::{FfiContext, FfiPoll};
 pub use config::{parse_config, ConfigError};
-pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture, Wants};
+pub use filter::{filter_box, FfiFilter, Filter, FilterBox, Step, WaitFuture, Wants, BODY_ONLY};
 pub use fixed_header::FixedHeader;
 pub use handler::{handler_box, FfiHandler, Handler, HandlerBox, Mode, Outcome, Reply};
 pub use module::{Lifecycle, Module, ModuleRef, ModuleRoot};

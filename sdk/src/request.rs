@@ -67,7 +67,9 @@ pub struct Request<'a> {
     /// The connection is TLS.
     pub secure: bool,
     /// A subrequest whose parent reads only its body ([`Subrequest::body_only`](crate::Subrequest::body_only),
-    /// an SSI include): headers only a client reads (`Last-Modified`, `ETag`) may be left out.
+    /// an SSI include), or a request whose filter replaces the body (an SSI page, see
+    /// [`BODY_ONLY`](crate::BODY_ONLY)): headers only a client reads (`Last-Modified`, `ETag`)
+    /// may be left out.
     pub body_only: bool,
     /// This request's id: 32 hex digits of 128 random bits, unique across threads and
     /// restarts, or the `X-Request-Id` a trusted proxy in front sent (see `request_id` in the

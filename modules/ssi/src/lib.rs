@@ -20,7 +20,7 @@ use osprey_sdk::subrequest::Parent;
 use osprey_sdk::Wants;
 use osprey_sdk::{
     filter_box, parse_config, Body, Composite, ConfigError, Filter, FilterBox, HeaderPair, Module,
-    Request, Response,
+    Request, Response, BODY_ONLY,
 };
 use stream::SsiStream;
 use vars::Vars;
@@ -140,8 +140,16 @@ impl Filter for Ssi {
     /// be wrong once the includes are in.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
         if self.on_for_request(req) {
-            set.reserve(4);
-            for name in ["If-None-Match", "If-Modified-Since", "Range", "If-Range"] {
+            set.reserve(5);
+            // The page's validators would describe the file, not the page: the handler is
+            // spared making them (as for includes).
+            for name in [
+                "If-None-Match",
+                "If-Modified-Since",
+                "Range",
+                "If-Range",
+                BODY_ONLY,
+            ] {
                 set.push(HeaderPair::new(name, ""));
             }
         }

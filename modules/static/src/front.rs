@@ -45,7 +45,14 @@ impl Held {
 }
 
 thread_local! {
-    static FRONT: RefCell<Front> = RefCell::new(Front::default());
+    // Built as a constant: no lazy set-up to check on each lookup.
+    static FRONT: RefCell<Front> = const {
+        RefCell::new(Front {
+            map: FxHashMap::with_hasher(rustc_hash::FxBuildHasher),
+            entries: 0,
+            bytes: 0,
+        })
+    };
 }
 
 /// Which route (handler instance) a key belongs to: unique for the life of the process, so a

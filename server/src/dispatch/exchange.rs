@@ -2,7 +2,7 @@
 
 use arrayvec::ArrayVec;
 use osprey_sdk::abi_stable::std_types::{RSlice, RStr};
-use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response};
+use osprey_sdk::{BodySlot, Header, HeaderPair, Request, Response, BODY_ONLY};
 
 use super::subrequest::Kin;
 use crate::http::body_buf::BodyBuf;
@@ -50,9 +50,11 @@ pub struct Exchange {
 impl Exchange {
     /// Whether `route`'s handler may answer with the body only ([`Request::body_only`]): the
     /// request is a subrequest whose parent reads only its body, and no filter of the route
-    /// keys a cache (the answer could be stored and served to a client).
+    /// keys a cache (the answer could be stored and served to a client); or a filter said
+    /// it replaces the body ([`BODY_ONLY`]).
     pub fn body_only(&self, route: &Route) -> bool {
-        !route.keyed && Kin::body_only(&self.lineage)
+        !route.keyed
+            && (Kin::body_only(&self.lineage) || self.extra.iter().any(|h| h.name == BODY_ONLY))
     }
 
     /// Build the borrowed request view and run `f` on it; `body_only` is
