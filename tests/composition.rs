@@ -475,6 +475,34 @@ fn the_sample_composition_config_serves_its_page() {
 /// seen on a page sent unprocessed (over `max_size`). Not on a route whose filter keys a cache
 /// (that stored answer is served to clients): there the file's validators stay, seen on a
 /// page `ssi` leaves alone as it comes gzipped.
+/// `max_size` holds for a document that comes from memory (a cache hit) as for a file: the
+/// page over it is sent unprocessed both times.
+#[test]
+fn max_size_holds_for_a_document_served_from_a_cache() {
+    let dir = TempDir::new("max-size-cached");
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let page = "over max_size <!--#echo var=\"x\" -->";
+    std::fs::write(www.join("big.shtml"), page).unwrap();
+    let srv = Server::start(&format!(
+        r#"{{"routing": [
+  {{"handler": "sendfile", "dir": {www:?},
+    "filters": [{{"type": "ssi", "max_size": 4}},
+                {{"type": "file_cache", "cache_dir": {cache:?}, "ttl": 60}}]}}]}}"#,
+        www = www.display().to_string(),
+        cache = dir.path().join("cache").display().to_string(),
+    ));
+    for round in ["from the file", "from the cache"] {
+        let r = srv.get("/big.shtml");
+        assert_eq!((r.status, r.text().as_str()), (200, page), "{round}: {r:?}");
+    }
+    assert!(
+        srv.log_text().contains("over max_size (4)"),
+        "{}",
+        srv.log_text()
+    );
+}
+
 #[test]
 fn an_ssi_page_has_no_validators_of_its_file_unless_its_route_keys_a_cache() {
     let dir = TempDir::new("validators");

@@ -225,9 +225,13 @@ fn switches(resp: &Response) -> (bool, bool) {
     (present, on)
 }
 
-/// The document's bytes, if it is in memory or a file not larger than `max`.
+/// The document's bytes, if it is in memory or a file, and not larger than `max`.
 fn document(body: &Body, max: u64) -> Result<Vec<u8>, String> {
     if let Some(bytes) = body.as_bytes() {
+        // In memory (e.g. from a cache) it is held to `max_size` as a file is.
+        if bytes.len() as u64 > max {
+            return Err(format!("{} bytes is over max_size ({max})", bytes.len()));
+        }
         return Ok(bytes.to_vec());
     }
     match body {
@@ -247,6 +251,16 @@ fn document(body: &Body, max: u64) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_in_memory_is_held_to_max_size_as_a_file_is() {
+        let doc = b"<p><!--#echo var=\"x\" --></p>";
+        let n = doc.len() as u64;
+        let body = Body::Bytes(RVec::from(doc.to_vec()));
+        assert_eq!(document(&body, n).unwrap(), doc);
+        let why = document(&body, n - 1).unwrap_err();
+        assert_eq!(why, format!("{n} bytes is over max_size ({})", n - 1));
+    }
 
     #[test]
     fn switch_headers_are_found_in_one_pass_whatever_their_case() {
