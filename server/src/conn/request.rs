@@ -129,17 +129,13 @@ impl<I: Io> Conn<I> {
             used,
             started: start_clock(),
         };
-        let id = (self.shared.config.request_id).for_request(&self.peer.remote, &self.buf, &head);
-        let ex = Exchange {
-            buf: self.buf.take_vec(),
-            head,
+        let ex = Exchange::client(
+            &self.shared.config.request_id,
+            &self.peer,
+            (self.buf.take_vec(), head),
             body,
-            resp: pool::take_response(),
-            extra: Vec::new(),
-            stream: streamed.as_mut().and_then(|s| s.slot.take()).map(Box::new),
-            id,
-            lineage: None,
-        };
+            streamed.as_mut().and_then(|s| s.slot.take()).map(Box::new),
+        );
         let mut routed = dispatch_now(&self.shared, &self.peer, ex);
         match &mut routed {
             // Answered before its streamed body was read: the body is left unread.

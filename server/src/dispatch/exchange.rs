@@ -8,7 +8,7 @@ use super::subrequest::Kin;
 use crate::http::body_buf::BodyBuf;
 use crate::http::parse::{Head, Span, MAX_HEADERS};
 use crate::http::status;
-use crate::request_id::{self, RequestId};
+use crate::request_id::{self, RequestId, RequestIds};
 use crate::router::Route;
 
 /// Where a request's body is.
@@ -48,6 +48,30 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// A client's request as its connection read it (HTTP/1.1 or a stream of HTTP/2): its id
+    /// given (`ids`: the configuration's), no filter headers and no lineage yet, the response
+    /// taken from the thread's pool.
+    #[inline(always)]
+    pub fn client(
+        ids: &RequestIds,
+        peer: &Peer,
+        (buf, head): (Vec<u8>, Box<Head>),
+        body: BodyLoc,
+        stream: Option<Box<BodySlot>>,
+    ) -> Exchange {
+        let id = ids.for_request(&peer.remote, &buf, &head);
+        Exchange {
+            buf,
+            head,
+            body,
+            resp: crate::conn::pool::take_response(),
+            extra: Vec::new(),
+            stream,
+            id,
+            lineage: None,
+        }
+    }
+
     /// Whether `route`'s handler may answer with the body only ([`Request::body_only`]): the
     /// request is a subrequest whose parent reads only its body, and no filter of the route
     /// keys a cache (the answer could be stored and served to a client); or a filter said

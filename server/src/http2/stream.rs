@@ -70,18 +70,14 @@ pub fn begin(
         started: start_clock(),
         is_head: req.is_head,
     };
-    let buf = req.buf;
-    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-    let ex = Exchange {
-        buf,
-        head,
-        body: BodyLoc::Owned(BodyBuf::default()),
-        resp: pool::take_response(),
-        extra: Vec::new(),
-        stream: None,
-        id,
-        lineage: None,
-    };
+    let ids = &shared.config.request_id;
+    let ex = Exchange::client(
+        ids,
+        peer,
+        (req.buf, head),
+        BodyLoc::Owned(BodyBuf::default()),
+        None,
+    );
     let mut routed = dispatch_now(shared, peer, ex);
     let Routed::Answered(ex) = &mut routed else {
         let Routed::Waits(rest) = routed else {
@@ -200,17 +196,8 @@ async fn fresh(
         Ok(read) => read,
         Err(e) => return Err((e, start)),
     };
-    let id = (shared.config.request_id).for_request(&peer.remote, &buf, &head);
-    let mut ex = Exchange {
-        buf,
-        head,
-        body: BodyLoc::Owned(content),
-        resp: pool::take_response(),
-        extra: Vec::new(),
-        stream: None,
-        id,
-        lineage: None,
-    };
+    let ids = &shared.config.request_id;
+    let mut ex = Exchange::client(ids, peer, (buf, head), BodyLoc::Owned(content), None);
     if let Some(limit) = stream_limit {
         let len = match ex.head.body {
             BodyFraming::Length(n) => Some(n),
