@@ -342,6 +342,17 @@ pub fn parse_response(
 mod tests {
     use super::*;
 
+    /// Each of `raws` is refused.
+    fn refused(raws: &[&[u8]]) {
+        for raw in raws {
+            assert!(
+                parse_response(raw, false, false).is_err(),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
+
     fn head(raw: &[u8]) -> RespHead {
         match parse_response(raw, false, false).unwrap() {
             Parsed::Head(h) => h,
@@ -393,8 +404,8 @@ mod tests {
 
     #[test]
     fn rejects_ambiguous_responses() {
-        for raw in [
-            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        refused(&[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\n",
@@ -403,19 +414,13 @@ mod tests {
             b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
             b"HTTP/1.1 2000 OK\r\n\r\n",
             b"HTTX/1.1 200 OK\r\n\r\n",
-        ] {
-            assert!(
-                parse_response(raw, false, false).is_err(),
-                "{}",
-                String::from_utf8_lossy(raw)
-            );
-        }
+        ]);
     }
 
     #[test]
     fn refuses_folded_and_malformed_lines() {
-        for raw in [
-            &b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n  folded\r\n\r\n"[..],
+        refused(&[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n  folded\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n\tfolded\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: 1\r\n folded: 1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-A : 1\r\n\r\n",
@@ -433,13 +438,7 @@ mod tests {
             b"HTTP/1.2 200 OK\r\n\r\n",
             b"HTTP/1.1  200 OK\r\n\r\n",
             b"\r\nHTTP/1.1 200 OK\r\n\r\n",
-        ] {
-            assert!(
-                parse_response(raw, false, false).is_err(),
-                "{}",
-                String::from_utf8_lossy(raw)
-            );
-        }
+        ]);
         let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
