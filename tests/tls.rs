@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Command;
 
 use common::{check_config, osprey_bin, Response, TempDir};
-use tlskit::{client, first_pem, s_client, start_tls, tls_raw, Cert};
+use tlskit::{client, first_pem, s_client, start_tls, tls_get, Cert};
 
 const CONFIG: &str = r#"{
   "load": [{"so": "testkit"}, {"so": "benchmark"}],
@@ -125,13 +125,7 @@ fn sni_chooses_the_certificate() {
         pem(&default)
     );
     // A client that verifies gets through with the chosen certificate.
-    let resp = tls_raw(
-        port,
-        "x.b.test",
-        &wild.der,
-        b"GET /echo HTTP/1.1\r\nHost: x.b.test\r\nConnection: close\r\n\r\n",
-    );
-    let resp = Response::parse(&resp);
+    let resp = tls_get(port, "x.b.test", &wild.der, "/echo");
     assert_eq!(resp.status, 200, "{}", srv.log_text());
     assert!(resp.text().contains("host=x.b.test"), "{}", resp.text());
 }
@@ -265,13 +259,7 @@ fn files_over_tls_arrive_whole() {
         file.display()
     );
     let (_srv, port) = start_tls(&config, &cert);
-    let resp = tls_raw(
-        port,
-        "localhost",
-        &cert.der,
-        b"GET /big HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-    );
-    let resp = Response::parse(&resp);
+    let resp = tls_get(port, "localhost", &cert.der, "/big");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header("content-length"), Some("3000123"));
     assert!(resp.body == data, "file body differs");
