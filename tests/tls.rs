@@ -177,17 +177,21 @@ fn tls13_only_refuses_tls12() {
 #[test]
 fn plain_http_on_a_tls_port_is_answered_400_and_closed() {
     let (_dir, _cert, srv, port) = localhost_tls("plain", CONFIG);
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    s.write_all(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let started = std::time::Instant::now();
-    let raw = common::read_to_close(&mut s);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the server did not close"
-    );
+    // Send `bytes` on a new connection: what comes back before the server closes it, promptly.
+    let until_closed = |bytes: &[u8]| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        s.write_all(bytes).unwrap();
+        let started = std::time::Instant::now();
+        let raw = common::read_to_close(&mut s);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "the server did not close"
+        );
+        raw
+    };
+    let raw = until_closed(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let resp = Response::parse(raw.as_bytes());
     assert_eq!(resp.status, 400, "{raw}");
     assert!(
@@ -196,17 +200,7 @@ fn plain_http_on_a_tls_port_is_answered_400_and_closed() {
         "{raw}"
     );
     // Binary garbage: closed without an answer, promptly.
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    s.write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5])
-        .unwrap();
-    let started = std::time::Instant::now();
-    let raw = common::read_to_close(&mut s);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the server did not close"
-    );
+    let raw = until_closed(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]);
     assert!(!raw.contains("HTTP/1.1 200"));
     // The server still serves.
     assert_eq!(srv.get("/echo").status, 200);
