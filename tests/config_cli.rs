@@ -96,12 +96,7 @@ fn error_log_file_and_level() {
         ])
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for_port(port, std::time::Duration::from_secs(10));
     common::signal(&child, "TERM");
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
@@ -118,12 +113,7 @@ fn default_config_serves_hello_and_benchmark() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for_port(port, std::time::Duration::from_secs(10));
     let (ok, body) = common::curl(&[&format!("http://127.0.0.1:{port}/benchmark-inprocess")]);
     let (ok2, hello) = common::curl(&[&format!("http://127.0.0.1:{port}/hello")]);
     common::signal(&child, "TERM");

@@ -13,11 +13,7 @@ use common::{Response, Server, TempDir};
 fn config(flag: &std::path::Path, dir: &std::path::Path) -> String {
     let in_a_minute = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
     let r = |prefix: &str, handler_keys: &str, filter_keys: &str| {
-        format!(
-            r#"{{"prefix": "{prefix}", "handler": "counter", "counter": "{prefix}", "fail_flag": {flag:?}, {handler_keys}
-      "filters": [{{"type": "file_cache"{filter_keys}}}]}},"#,
-            flag = flag.display().to_string()
-        )
+        common::cached_route::counter_route(flag, prefix, handler_keys, filter_keys)
     };
     let routes = [
         r(
@@ -367,33 +363,28 @@ fn stale_entries_are_served_when_the_origin_fails() {
     assert_eq!((hit(&r), r.header("warning")), ("hit 5".to_owned(), None));
 }
 
-#[test]
-fn concurrent_misses_make_one_origin_request() {
-    let s = site();
-    let url = s.srv.url("/slow");
-    let threads: Vec<_> = (0..8)
+/// `n` clients fetching `url` at the same time (curl's success and body, each).
+fn fetch_at_once(url: &str, n: usize) -> Vec<(bool, String)> {
+    let threads: Vec<_> = (0..n)
         .map(|_| {
-            let url = url.clone();
+            let url = url.to_owned();
             std::thread::spawn(move || common::curl(&[&url]))
         })
         .collect();
-    for t in threads {
-        let (ok, body) = t.join().unwrap();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn concurrent_misses_make_one_origin_request() {
+    let s = site();
+    for (ok, body) in fetch_at_once(&s.srv.url("/slow"), 8) {
         assert!(ok);
         assert_eq!(body.lines().next(), Some("hit 1"));
     }
     assert_eq!(s.count("/slow"), (1, 0));
 
     // An uncacheable answer releases the waiters to the origin (they do not hang).
-    let url = s.srv.url("/slow-uncacheable");
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let url = url.clone();
-            std::thread::spawn(move || common::curl(&[&url]))
-        })
-        .collect();
-    for t in threads {
-        let (ok, body) = t.join().unwrap();
+    for (ok, body) in fetch_at_once(&s.srv.url("/slow-uncacheable"), 4) {
         assert!(ok && body.starts_with("hit "), "{body}");
     }
     assert_eq!(s.count("/slow-uncacheable"), (4, 0));

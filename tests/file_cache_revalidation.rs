@@ -10,11 +10,7 @@ use common::{Response, Server, TempDir};
 
 fn config(flag: &std::path::Path) -> String {
     let r = |prefix: &str, handler_keys: &str, filter_keys: &str| {
-        format!(
-            r#"{{"prefix": "{prefix}", "handler": "counter", "counter": "{prefix}", "fail_flag": {flag:?}, {handler_keys}
-      "filters": [{{"type": "file_cache"{filter_keys}}}]}},"#,
-            flag = flag.display().to_string()
-        )
+        common::cached_route::counter_route(flag, prefix, handler_keys, filter_keys)
     };
     let routes = [
         r(

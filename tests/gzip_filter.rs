@@ -293,18 +293,25 @@ fn cache_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-#[test]
-fn disk_cache_survives_a_restart() {
+/// A server whose gzip filter caches on disk, after it served a page of 700 `x` compressed
+/// (so stored it): the page's and cache's directories, the page, the configuration, the server.
+fn disk_cached_page() -> (TempDir, TempDir, std::path::PathBuf, String, Server) {
     let files = TempDir::new("gzip-files");
     let cache = TempDir::new("gzip-cache");
     let file = files.write("page.txt", "");
     write_pinned(&file, &"x".repeat(700));
     let conf = config(Some(cache.path()), &file);
-    let mut srv = Server::start(&conf);
+    let srv = Server::start(&conf);
     assert_eq!(
         gunzip(&get(&srv, "/file", Some("gzip")).body),
         "x".repeat(700)
     );
+    (files, cache, file, conf, srv)
+}
+
+#[test]
+fn disk_cache_survives_a_restart() {
+    let (_files, cache, file, conf, mut srv) = disk_cached_page();
     let stored = cache_files(cache.path());
     assert_eq!(stored.len(), 1, "{stored:?}");
     srv.stop();
@@ -326,16 +333,7 @@ fn disk_cache_survives_a_restart() {
 
 #[test]
 fn corrupt_cache_file_is_discarded() {
-    let files = TempDir::new("gzip-files");
-    let cache = TempDir::new("gzip-cache");
-    let file = files.write("page.txt", "");
-    write_pinned(&file, &"x".repeat(700));
-    let conf = config(Some(cache.path()), &file);
-    let mut srv = Server::start(&conf);
-    assert_eq!(
-        gunzip(&get(&srv, "/file", Some("gzip")).body),
-        "x".repeat(700)
-    );
+    let (_files, cache, file, conf, mut srv) = disk_cached_page();
     srv.stop();
 
     // Flip bytes inside the stored compressed data.

@@ -20,11 +20,21 @@ fn loads_by_path_and_by_flag() {
     assert!(ok, "{text}");
 }
 
+/// Check a configuration that loads the library at `path`: it must be refused in one line,
+/// which is returned.
+fn refused_load(path: &std::path::Path) -> String {
+    let (ok, text) = check_config(
+        &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, path.display()),
+        &[],
+    );
+    assert!(!ok, "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    text
+}
+
 #[test]
 fn missing_library_is_one_clear_line() {
-    let (ok, text) = check_config(r#"{"load": [{"so": "/nonexistent/libx.so"}]}"#, &[]);
-    assert!(!ok);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused_load("/nonexistent/libx.so".as_ref());
     assert!(
         text.contains("/nonexistent/libx.so") && text.contains("no such file"),
         "{text}"
@@ -33,13 +43,7 @@ fn missing_library_is_one_clear_line() {
 
 #[test]
 fn library_without_export_is_refused() {
-    let lib = module_lib("not_a_module");
-    let (ok, text) = check_config(
-        &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
-        &[],
-    );
-    assert!(!ok);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused_load(&module_lib("not_a_module"));
     assert!(
         text.contains("not_a_module") && text.contains("is not an Osprey module"),
         "{text}"
@@ -48,13 +52,7 @@ fn library_without_export_is_refused() {
 
 #[test]
 fn abi_mismatch_is_refused_before_any_module_code_runs() {
-    let lib = module_lib("abi_mismatch");
-    let (ok, text) = check_config(
-        &format!(r#"{{"load": [{{"so": "{}"}}]}}"#, lib.display()),
-        &[],
-    );
-    assert!(!ok);
-    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let text = refused_load(&module_lib("abi_mismatch"));
     assert!(
         text.contains("abi_mismatch")
             && text.contains("incompatible osprey-sdk")

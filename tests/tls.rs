@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Command;
 
 use common::{check_config, osprey_bin, Response, TempDir};
-use tlskit::{client, first_pem, s_client, start_tls, tls_raw, Cert};
+use tlskit::{client, first_pem, s_client, start_tls, tls_get, Cert};
 
 const CONFIG: &str = r#"{
   "load": [{"so": "testkit"}, {"so": "benchmark"}],
@@ -19,28 +19,38 @@ const CONFIG: &str = r#"{
   ]
 }"#;
 
+/// A TLS server with `config` and a new certificate for `localhost`, made in a new directory
+/// `name`: the directory, the certificate, the server and its TLS port.
+fn localhost_tls(name: &str, config: &str) -> (TempDir, Cert, common::Server, u16) {
+    let dir = TempDir::new(name);
+    let cert = Cert::new(&dir, "localhost", &["localhost"]);
+    let (srv, port) = start_tls(config, &cert);
+    (dir, cert, srv, port)
+}
+
 fn curl(args: &[&str]) -> (bool, String) {
     common::curl(args)
 }
 
 #[test]
 fn https_with_curl_over_http11_and_h2() {
-    let dir = TempDir::new("tls");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (_srv, port) = start_tls(CONFIG, &cert);
+    let (_dir, cert, _srv, port) = localhost_tls("tls", CONFIG);
     let url = format!("https://localhost:{port}/echo?a=1");
     let resolve = format!("localhost:{port}:127.0.0.1");
-    let cacert = cert.cert_str();
     // Verified against the generated certificate, not just -k.
-    let (ok, out) = curl(&[
-        "--resolve",
-        &resolve,
-        "--cacert",
-        cacert,
-        "--http1.1",
-        "-i",
-        &url,
-    ]);
+    let verified = |version| {
+        let cacert = cert.cert_str();
+        curl(&[
+            "--resolve",
+            &resolve,
+            "--cacert",
+            cacert,
+            version,
+            "-i",
+            &url,
+        ])
+    };
+    let (ok, out) = verified("--http1.1");
     assert!(ok, "{out}");
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(
@@ -48,15 +58,7 @@ fn https_with_curl_over_http11_and_h2() {
         "{out}"
     );
     assert!(out.contains("query.a=1"), "{out}");
-    let (ok, out) = curl(&[
-        "--resolve",
-        &resolve,
-        "--cacert",
-        cacert,
-        "--http2",
-        "-i",
-        &url,
-    ]);
+    let (ok, out) = verified("--http2");
     assert!(ok, "{out}");
     assert!(out.starts_with("HTTP/2 200"), "{out}");
     assert!(
@@ -69,17 +71,13 @@ fn https_with_curl_over_http11_and_h2() {
 
 #[test]
 fn secure_only_routes_stay_off_plain_listeners() {
-    let dir = TempDir::new("tls");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (srv, _port) = start_tls(CONFIG, &cert);
+    let (_dir, _cert, srv, _port) = localhost_tls("tls", CONFIG);
     assert_eq!(srv.get("/secure-only").status, 404);
 }
 
 #[test]
 fn alpn_offers_h2_then_http11() {
-    let dir = TempDir::new("tls");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (_srv, port) = start_tls(CONFIG, &cert);
+    let (_dir, cert, _srv, port) = localhost_tls("tls", CONFIG);
     let out = s_client(port, &["-alpn", "h2,http/1.1"]);
     assert!(out.contains("ALPN protocol: h2"), "{out}");
     let out = s_client(port, &["-alpn", "http/1.1"]);
@@ -127,22 +125,14 @@ fn sni_chooses_the_certificate() {
         pem(&default)
     );
     // A client that verifies gets through with the chosen certificate.
-    let resp = tls_raw(
-        port,
-        "x.b.test",
-        &wild.der,
-        b"GET /echo HTTP/1.1\r\nHost: x.b.test\r\nConnection: close\r\n\r\n",
-    );
-    let resp = Response::parse(&resp);
+    let resp = tls_get(port, "x.b.test", &wild.der, "/echo");
     assert_eq!(resp.status, 200, "{}", srv.log_text());
     assert!(resp.text().contains("host=x.b.test"), "{}", resp.text());
 }
 
 #[test]
 fn sessions_resume_with_tls13_and_tls12() {
-    let dir = TempDir::new("resume");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (_srv, port) = start_tls(CONFIG, &cert);
+    let (dir, _cert, _srv, port) = localhost_tls("resume", CONFIG);
     for version in ["-tls1_3", "-tls1_2"] {
         let sess = dir.path().join(format!("sess{version}.pem"));
         let sess = sess.to_str().unwrap();
@@ -155,14 +145,12 @@ fn sessions_resume_with_tls13_and_tls12() {
 
 #[test]
 fn resumption_can_be_turned_off() {
-    let dir = TempDir::new("noresume");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
     let config = CONFIG.replacen(
         '{',
         r#"{"tls": {"session_cache": 0, "session_tickets": false},"#,
         1,
     );
-    let (_srv, port) = start_tls(&config, &cert);
+    let (dir, _cert, _srv, port) = localhost_tls("noresume", &config);
     let sess = dir.path().join("sess.pem");
     let sess = sess.to_str().unwrap();
     let first = s_client(port, &["-tls1_2", "-sess_out", sess]);
@@ -179,10 +167,8 @@ fn resumption_can_be_turned_off() {
 
 #[test]
 fn tls13_only_refuses_tls12() {
-    let dir = TempDir::new("v13");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
     let config = CONFIG.replacen('{', r#"{"tls": {"min_version": "1.3"},"#, 1);
-    let (_srv, port) = start_tls(&config, &cert);
+    let (_dir, _cert, _srv, port) = localhost_tls("v13", &config);
     assert!(s_client(port, &["-tls1_3"]).contains("New, TLSv1.3"));
     let out = s_client(port, &["-tls1_2"]);
     assert!(!out.contains("New, TLSv1.2"), "{out}");
@@ -190,20 +176,22 @@ fn tls13_only_refuses_tls12() {
 
 #[test]
 fn plain_http_on_a_tls_port_is_answered_400_and_closed() {
-    let dir = TempDir::new("plain");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (srv, port) = start_tls(CONFIG, &cert);
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    s.write_all(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let started = std::time::Instant::now();
-    let raw = common::read_to_close(&mut s);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the server did not close"
-    );
+    let (_dir, _cert, srv, port) = localhost_tls("plain", CONFIG);
+    // Send `bytes` on a new connection: what comes back before the server closes it, promptly.
+    let until_closed = |bytes: &[u8]| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        s.write_all(bytes).unwrap();
+        let started = std::time::Instant::now();
+        let raw = common::read_to_close(&mut s);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "the server did not close"
+        );
+        raw
+    };
+    let raw = until_closed(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let resp = Response::parse(raw.as_bytes());
     assert_eq!(resp.status, 400, "{raw}");
     assert!(
@@ -212,17 +200,7 @@ fn plain_http_on_a_tls_port_is_answered_400_and_closed() {
         "{raw}"
     );
     // Binary garbage: closed without an answer, promptly.
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    s.write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5])
-        .unwrap();
-    let started = std::time::Instant::now();
-    let raw = common::read_to_close(&mut s);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the server did not close"
-    );
+    let raw = until_closed(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]);
     assert!(!raw.contains("HTTP/1.1 200"));
     // The server still serves.
     assert_eq!(srv.get("/echo").status, 200);
@@ -230,9 +208,7 @@ fn plain_http_on_a_tls_port_is_answered_400_and_closed() {
 
 #[test]
 fn pipelined_requests_and_large_bodies_over_tls() {
-    let dir = TempDir::new("pipe");
-    let cert = Cert::new(&dir, "localhost", &["localhost"]);
-    let (_srv, port) = start_tls(CONFIG, &cert);
+    let (_dir, cert, _srv, port) = localhost_tls("pipe", CONFIG);
     let mut s = client(port, "localhost", &cert.der, &[b"http/1.1"]);
     // Three requests in separate TLS records of one flight: the later ones wait decrypted
     // inside rustls while the first is answered.
@@ -277,13 +253,7 @@ fn files_over_tls_arrive_whole() {
         file.display()
     );
     let (_srv, port) = start_tls(&config, &cert);
-    let resp = tls_raw(
-        port,
-        "localhost",
-        &cert.der,
-        b"GET /big HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-    );
-    let resp = Response::parse(&resp);
+    let resp = tls_get(port, "localhost", &cert.der, "/big");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header("content-length"), Some("3000123"));
     assert!(resp.body == data, "file body differs");

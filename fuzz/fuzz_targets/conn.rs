@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use osprey::config::Config;
-use osprey::conn::io::{Cork, Io};
+use osprey::conn::io::{FilePart, Io};
 use osprey::dispatch::Peer;
 use osprey::modules::Registry;
 use osprey::server::Shared;
-use osprey_sdk::OpenFile;
 
 /// Input delivered in pieces, output collected.
 struct Memory<'a> {
@@ -49,15 +48,7 @@ impl Io for Memory<'_> {
         Ok(())
     }
 
-    async fn send_file(
-        &mut self,
-        _head: &[u8],
-        _file: &OpenFile,
-        _offset: u64,
-        _len: u64,
-        _cork: Cork,
-        _idle: Duration,
-    ) -> io::Result<()> {
+    async fn send_file(&mut self, _head: &[u8], _: FilePart<'_>, _: Duration) -> io::Result<()> {
         unreachable!("no route serves files")
     }
 

@@ -563,14 +563,22 @@ mod tests {
     // A runtime without the park hooks: every batch wakes it.
     use crate::server::plain_runtime;
 
+    /// Run `test` on `runtime` as on a network thread, which serves its inbox (one such test
+    /// at a time).
+    fn on_network_thread<F: Future>(runtime: tokio::runtime::LocalRuntime, test: F) -> F::Output {
+        let _serial = serial();
+        runtime.block_on(async {
+            tokio::task::spawn_local(serve_inbox());
+            tokio::task::yield_now().await;
+            test.await
+        })
+    }
+
     /// A result that arrives while the network thread works is seen without a wake from the
     /// pool (no system call on either side); one that arrives while it sleeps wakes it.
     #[test]
     fn a_busy_network_thread_is_woken_for_no_result_and_a_sleeping_one_is() {
-        let _serial = serial();
-        local_runtime().block_on(async {
-            tokio::task::spawn_local(serve_inbox());
-            tokio::task::yield_now().await;
+        on_network_thread(local_runtime(), async {
             let pool = WorkerPool::new(100);
             // Asleep until the runtime first sleeps and wakes (the hooks say when).
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -614,10 +622,7 @@ mod tests {
 
     #[test]
     fn results_come_back_to_a_runtime_without_park_hooks() {
-        let _serial = serial();
-        plain_runtime().block_on(async {
-            tokio::task::spawn_local(serve_inbox());
-            tokio::task::yield_now().await;
+        on_network_thread(plain_runtime(), async {
             let pool = WorkerPool::new(100);
             for i in 0..20u64 {
                 let job = pool.reserve().unwrap().run(i, |i| *i + 1);
@@ -637,10 +642,7 @@ mod tests {
 
     #[test]
     fn results_come_back_batched_to_the_asking_thread() {
-        let _serial = serial();
-        local_runtime().block_on(async {
-            tokio::task::spawn_local(serve_inbox());
-            tokio::task::yield_now().await;
+        on_network_thread(local_runtime(), async {
             let pool = WorkerPool::new(1000);
             let jobs: Vec<_> = (0..200u64)
                 .map(|i| pool.reserve().unwrap().run(i, |i| *i * 2))
@@ -693,27 +695,29 @@ mod tests {
         });
     }
 
+    /// The wakes of pool threads while `count` jobs `job(i)`, sent at once, run on a fresh pool
+    /// whose threads all started and wait.
+    async fn wakes_for_jobs(count: u64, job: fn(u64) -> u64) -> u64 {
+        let pool = WorkerPool::new(1000);
+        run(&pool, || ()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let before = wakes();
+        let jobs: Vec<_> = (0..count)
+            .map(|i| pool.reserve().unwrap().run(i, move |i| job(*i)))
+            .collect();
+        for job in jobs {
+            job.await.unwrap();
+        }
+        wakes() - before
+    }
+
     /// One thread drains a burst of short jobs: the pool threads do not wake each other in
     /// turn (each wake is a system call and, on a busy core, a context switch).
     #[test]
     fn a_burst_of_short_jobs_wakes_one_thread() {
-        let _serial = serial();
-        local_runtime().block_on(async {
-            tokio::task::spawn_local(serve_inbox());
-            tokio::task::yield_now().await;
-            let pool = WorkerPool::new(1000);
-            run(&pool, || ()).await;
-            // Every thread started and waits.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let before = wakes();
-            let jobs: Vec<_> = (0..200u64)
-                .map(|i| pool.reserve().unwrap().run((), move |_| i))
-                .collect();
-            for job in jobs {
-                job.await.unwrap();
-            }
+        on_network_thread(local_runtime(), async {
+            let woken = wakes_for_jobs(200, |i| i).await;
             // One wake, and a helper if the burst outlasted a watch period on a busy machine.
-            let woken = wakes() - before;
             assert!((1..=3).contains(&woken), "{woken} wakes for one burst");
         });
     }
@@ -722,28 +726,14 @@ mod tests {
     /// wake no helper: the pool is slow, not stuck.
     #[test]
     fn jobs_that_wait_while_the_pool_takes_them_wake_no_helper() {
-        let _serial = serial();
-        local_runtime().block_on(async {
-            tokio::task::spawn_local(serve_inbox());
-            tokio::task::yield_now().await;
-            let pool = WorkerPool::new(1000);
-            run(&pool, || ()).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let before = wakes();
+        on_network_thread(local_runtime(), async {
             // 60 jobs of 300 µs: some 18 ms for one thread, the queue never empty meanwhile.
-            let jobs: Vec<_> = (0..60u64)
-                .map(|i| {
-                    pool.reserve().unwrap().run((), move |_| {
-                        std::thread::sleep(Duration::from_micros(300));
-                        i
-                    })
-                })
-                .collect();
-            for job in jobs {
-                job.await.unwrap();
-            }
+            let woken = wakes_for_jobs(60, |i| {
+                std::thread::sleep(Duration::from_micros(300));
+                i
+            })
+            .await;
             // One wake; a helper only if the machine held the thread back for a whole period.
-            let woken = wakes() - before;
             assert!(
                 (1..=3).contains(&woken),
                 "{woken} wakes for jobs that progressed"

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod cached_route;
+
 /// The server binary cargo built for these tests.
 pub fn osprey_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_osprey"))
@@ -426,6 +428,15 @@ pub fn check_file(path: &Path, args: &[&str]) -> (bool, String) {
 pub fn check_config(config: &str, args: &[&str]) -> (bool, String) {
     let dir = TempDir::new("check");
     check_file(&dir.write("c.json", config), args)
+}
+
+/// Wait until something listens on loopback `port`, at most `within` (a server started by
+/// hand, not through [`Server`]).
+pub fn wait_for_port(port: u16, within: Duration) {
+    let deadline = Instant::now() + within;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Run curl with arguments; returns (exit ok, stdout).

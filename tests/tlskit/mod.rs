@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{free_port, Server, TempDir};
+use crate::common::{free_port, Response, Server, TempDir};
 
 /// A self-signed certificate for some names, written as PEM files.
 pub struct Cert {
@@ -98,12 +98,14 @@ pub fn read_all<S: Read>(s: &mut S) -> Vec<u8> {
     out
 }
 
-/// Send `request` over TLS and read until the server closes.
-pub fn tls_raw(port: u16, name: &str, der: &[u8], request: &[u8]) -> Vec<u8> {
+/// `GET path` for host `name` over HTTP/1.1 on TLS (the server's certificate verified against
+/// `der` for `name`), the connection closing after: the response.
+pub fn tls_get(port: u16, name: &str, der: &[u8], path: &str) -> Response {
     let mut s = client(port, name, der, &[b"http/1.1"]);
-    s.write_all(request).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).unwrap();
     s.flush().unwrap();
-    read_all(&mut s)
+    Response::parse(&read_all(&mut s))
 }
 
 /// Run `openssl s_client` against the port with extra arguments; returns its output. The

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use osprey_sdk::OpenFile;
+use osprey_sdk::{FileRange, OpenFile};
 use tokio::net::TcpStream;
 
 pub trait Io {
@@ -39,17 +39,9 @@ pub trait Io {
         self.try_write(bufs)
     }
 
-    /// Write what the transport takes now of `head`, then of `len` bytes of `file` from
-    /// `offset`, without waiting: how many bytes of each went. The default sends nothing:
-    /// callers then use `send_file`.
-    fn try_send_file(
-        &mut self,
-        _head: &[u8],
-        _file: &OpenFile,
-        _offset: u64,
-        _len: u64,
-        _cork: Cork,
-    ) -> io::Result<(usize, u64)> {
+    /// Write what the transport takes now of `head`, then of `part`, without waiting: how
+    /// many bytes of each went. The default sends nothing: callers then use `send_file`.
+    fn try_send_file(&mut self, _head: &[u8], _part: FilePart) -> io::Result<(usize, u64)> {
         Ok((0, 0))
     }
 
@@ -58,17 +50,9 @@ pub trait Io {
     /// steady reader is served, one that stops is dropped).
     async fn write_all(&mut self, bufs: &[&[u8]], idle: Duration) -> io::Result<()>;
 
-    /// Write `head`, then `len` bytes of `file` from `offset` (sendfile(2) where the
-    /// transport allows, the head joining the file's first bytes). `idle` as for `write_all`.
-    async fn send_file(
-        &mut self,
-        head: &[u8],
-        file: &OpenFile,
-        offset: u64,
-        len: u64,
-        cork: Cork,
-        idle: Duration,
-    ) -> io::Result<()>;
+    /// Write `head`, then `part` (sendfile(2) where the transport allows, the head joining
+    /// the file's first bytes). `idle` as for `write_all`.
+    async fn send_file(&mut self, head: &[u8], part: FilePart, idle: Duration) -> io::Result<()>;
 
     /// Close after a final response: stop writing, then read and discard for a moment, so that
     /// unread request bytes do not make the kernel reset the connection and lose the response.
@@ -96,6 +80,40 @@ pub enum Cork {
     UntilDone,
     /// Left corked: the close that follows pushes the tail, with the FIN in its segment.
     UntilClose,
+}
+
+/// What is sent of a file body at once: `len` bytes of `file` from `offset`, corked as `cork`
+/// says (one value for the transports' file calls, made in one place from a body's range).
+#[derive(Clone, Copy)]
+pub struct FilePart<'a> {
+    pub file: &'a OpenFile,
+    pub offset: u64,
+    pub len: u64,
+    pub cork: Cork,
+}
+
+impl<'a> FilePart<'a> {
+    /// What is left of `range` after its first `from` bytes, on a connection that closes after
+    /// the body or not (the cork follows the whole body's length).
+    #[inline]
+    pub fn rest_of(range: &'a FileRange, from: u64, closing: bool) -> FilePart<'a> {
+        FilePart {
+            file: &range.file,
+            offset: range.offset + from,
+            len: range.len - from,
+            cork: Cork::for_file(range.len, closing),
+        }
+    }
+
+    /// What is left after its first `sent` bytes.
+    #[inline]
+    pub fn after(self, sent: u64) -> FilePart<'a> {
+        FilePart {
+            offset: self.offset + sent,
+            len: self.len - sent,
+            ..self
+        }
+    }
 }
 
 impl Cork {
@@ -275,16 +293,9 @@ impl Io for TcpStream {
         }
     }
 
-    fn try_send_file(
-        &mut self,
-        head: &[u8],
-        file: &OpenFile,
-        offset: u64,
-        len: u64,
-        cork: Cork,
-    ) -> io::Result<(usize, u64)> {
+    fn try_send_file(&mut self, head: &[u8], part: FilePart) -> io::Result<(usize, u64)> {
         let fd = self.as_raw_fd();
-        send_file_now(fd, head, file, offset, len, cork, |call| {
+        send_file_now(fd, head, part, |call| {
             self.try_io(tokio::io::Interest::WRITABLE, call)
         })
     }
@@ -294,17 +305,14 @@ impl Io for TcpStream {
     async fn send_file(
         &mut self,
         mut head: &[u8],
-        file: &OpenFile,
-        mut offset: u64,
-        mut len: u64,
-        cork: Cork,
+        mut part: FilePart<'_>,
         idle: Duration,
     ) -> io::Result<()> {
         loop {
-            let (head_sent, file_sent) = Io::try_send_file(self, head, file, offset, len, cork)?;
+            let (head_sent, file_sent) = Io::try_send_file(self, head, part)?;
             head = &head[head_sent..];
-            (offset, len) = (offset + file_sent, len - file_sent);
-            if head.is_empty() && len == 0 {
+            part = part.after(file_sent);
+            if head.is_empty() && part.len == 0 {
                 return Ok(());
             }
             writable(self, idle).await?;
@@ -312,20 +320,22 @@ impl Io for TcpStream {
     }
 }
 
-/// Send what socket `fd` takes now of `head`, then of `len` bytes of `file` from `offset`:
-/// how many bytes of each went. The head goes with MSG_MORE, so that it leaves in one segment
-/// with the file's first bytes (as nginx's `tcp_nopush`); a large file is sent as `cork`
-/// says. `call` makes one system call (through the event loop's readiness, for a registered
-/// socket).
+/// Send what socket `fd` takes now of `head`, then of `part`: how many bytes of each went.
+/// The head goes with MSG_MORE, so that it leaves in one segment with the file's first bytes
+/// (as nginx's `tcp_nopush`); a large file is sent as the part's `cork` says. `call` makes one
+/// system call (through the event loop's readiness, for a registered socket).
 pub(crate) fn send_file_now(
     fd: RawFd,
     head: &[u8],
-    file: &OpenFile,
-    offset: u64,
-    len: u64,
-    cork: Cork,
+    part: FilePart,
     mut call: impl FnMut(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
 ) -> io::Result<(usize, u64)> {
+    let FilePart {
+        file,
+        offset,
+        len,
+        cork,
+    } = part;
     // SAFETY: the socket is open for the duration of the call.
     let out = unsafe { BorrowedFd::borrow_raw(fd) };
     let socket = socket2::SockRef::from(&out);

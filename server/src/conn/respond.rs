@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use osprey_sdk::{Body, FileRange, Response, TunnelBox};
 
-use super::io::{Cork, Io};
+use super::io::{FilePart, Io};
 use crate::dispatch::error_response;
 use crate::http::encode::{invalid_header, write_chunk, write_head, ResponseFraming, LAST_CHUNK};
 use crate::http::status::bodiless;
@@ -128,9 +128,8 @@ pub fn send_now<I: Io>(
     let done = started.done;
     let (head_sent, body_sent) = match &started.rest {
         Outgoing::Range(range) => {
-            let cork = Cork::for_file(range.len, !started.sent.keep_alive);
-            let (from, len) = (range.offset + done, range.len - done);
-            io.try_send_file(out, &range.file, from, len, cork)?
+            let part = FilePart::rest_of(range, done, !started.sent.keep_alive);
+            io.try_send_file(out, part)?
         }
         Outgoing::Bytes(b) => {
             let written = write_now(io, &[out, &b.as_slice()[done as usize..]])?;
@@ -210,11 +209,8 @@ impl<I: Io> Sink for Http1<'_, I> {
     }
 
     async fn send_range(&mut self, range: &FileRange, from: u64, _last: bool) -> io::Result<()> {
-        let cork = Cork::for_file(range.len, self.closing);
-        let (offset, len) = (range.offset + from, range.len - from);
-        (self.io)
-            .send_file(self.out, &range.file, offset, len, cork, self.timeout)
-            .await?;
+        let part = FilePart::rest_of(range, from, self.closing);
+        self.io.send_file(self.out, part, self.timeout).await?;
         self.out.clear();
         Ok(())
     }

@@ -102,21 +102,14 @@ impl Decoder {
                     b'\r' if self.digits > 0 => self.expect = Expect::SizeLf,
                     _ => return Err(bad("bad chunk size")),
                 },
-                Expect::Ext => {
-                    self.line += 1;
-                    if self.line > MAX_LINE {
-                        return Err(bad("chunk extension too long"));
-                    }
-                    match b {
-                        b'\r' => self.expect = Expect::SizeLf,
-                        b'\n' | 0 => return Err(bad("bad chunk extension")),
-                        _ => {}
-                    }
-                }
+                Expect::Ext => self.pass_line(
+                    b,
+                    Expect::SizeLf,
+                    "chunk extension too long",
+                    "bad chunk extension",
+                )?,
                 Expect::SizeLf => {
-                    if b != b'\n' {
-                        return Err(bad("bad chunk size line ending"));
-                    }
+                    line_feed(b, "bad chunk size line ending")?;
                     if out.size() as u64 + self.size > max {
                         return Err(HttpError::new(413, "request body too large"));
                     }
@@ -144,9 +137,7 @@ impl Decoder {
                     self.expect = Expect::DataLf;
                 }
                 Expect::DataLf => {
-                    if b != b'\n' {
-                        return Err(bad("bad chunk line ending"));
-                    }
+                    line_feed(b, "bad chunk line ending")?;
                     self.expect = Expect::Size;
                 }
                 Expect::TrailerStart => match b {
@@ -158,26 +149,14 @@ impl Decoder {
                     }
                 },
                 Expect::Trailer => {
-                    self.line += 1;
-                    if self.line > MAX_LINE {
-                        return Err(bad("trailer too long"));
-                    }
-                    match b {
-                        b'\r' => self.expect = Expect::TrailerLf,
-                        b'\n' | 0 => return Err(bad("bad trailer")),
-                        _ => {}
-                    }
+                    self.pass_line(b, Expect::TrailerLf, "trailer too long", "bad trailer")?
                 }
                 Expect::TrailerLf => {
-                    if b != b'\n' {
-                        return Err(bad("bad trailer line ending"));
-                    }
+                    line_feed(b, "bad trailer line ending")?;
                     self.expect = Expect::TrailerStart;
                 }
                 Expect::EndLf => {
-                    if b != b'\n' {
-                        return Err(bad("bad end of chunked body"));
-                    }
+                    line_feed(b, "bad end of chunked body")?;
                     self.expect = Expect::Done;
                 }
                 Expect::Done => unreachable!(),
@@ -185,6 +164,39 @@ impl Decoder {
             i += 1;
         }
         Ok(i)
+    }
+
+    /// Byte `b` of a line passed over (a chunk extension, a trailer field) up to its CR, after
+    /// which `then` is expected: at most `MAX_LINE` bytes (else `long`), no bare LF or NUL
+    /// (else `malformed`).
+    #[inline]
+    fn pass_line(
+        &mut self,
+        b: u8,
+        then: Expect,
+        long: &'static str,
+        malformed: &'static str,
+    ) -> Result<(), HttpError> {
+        self.line += 1;
+        if self.line > MAX_LINE {
+            return Err(bad(long));
+        }
+        match b {
+            b'\r' => self.expect = then,
+            b'\n' | 0 => return Err(bad(malformed)),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The LF that must follow a CR (else `malformed`: no bare CR).
+#[inline]
+fn line_feed(b: u8, malformed: &'static str) -> Result<(), HttpError> {
+    if b == b'\n' {
+        Ok(())
+    } else {
+        Err(bad(malformed))
     }
 }
 
@@ -238,6 +250,31 @@ mod tests {
                 Decoder::default().decode(raw, &mut out, 1 << 20).is_err(),
                 "{raw:?}"
             );
+        }
+    }
+
+    /// Each malformed line says which: extensions and trailers are bounded and end in CRLF,
+    /// and every CR must have its LF.
+    #[test]
+    fn each_malformed_line_is_named() {
+        let long = "x".repeat(MAX_LINE);
+        let cases = [
+            (format!("5;{long}\r\n"), "chunk extension too long"),
+            ("5;a\nb\r\n".to_owned(), "bad chunk extension"),
+            ("5;a\0\r\n".to_owned(), "bad chunk extension"),
+            ("5;a\rb".to_owned(), "bad chunk size line ending"),
+            ("5\r\nhello\rX".to_owned(), "bad chunk line ending"),
+            (format!("0\r\nX: {long}\r\n"), "trailer too long"),
+            ("0\r\nX: 1\n".to_owned(), "bad trailer"),
+            ("0\r\nX: 1\rY".to_owned(), "bad trailer line ending"),
+            ("0\r\n\rX".to_owned(), "bad end of chunked body"),
+        ];
+        for (raw, reason) in cases {
+            let mut out = Vec::new();
+            let e = Decoder::default()
+                .decode(raw.as_bytes(), &mut out, 1 << 20)
+                .unwrap_err();
+            assert_eq!((e.status, e.reason), (400, reason), "{raw:.40?}");
         }
     }
 

@@ -55,6 +55,24 @@ pub extern "C" fn tcp_connect(addr: RStr<'_>, connect_ms: u64, io_ms: u64) -> Co
     })
 }
 
+/// A stream's poll as a [`Tunnel`] answers it (the error as its text).
+pub(crate) fn ffi_poll<T>(p: Poll<std::io::Result<T>>) -> FfiPoll<RResult<T, RString>> {
+    match p {
+        Poll::Ready(r) => FfiPoll::Ready(r.map_err(|e| RString::from(e.to_string())).into()),
+        Poll::Pending => FfiPoll::Pending,
+    }
+}
+
+/// One read of `stream` into `buf`: how many bytes.
+pub(crate) fn poll_read_into<S: AsyncRead>(
+    stream: Pin<&mut S>,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut [u8],
+) -> Poll<std::io::Result<usize>> {
+    let mut rb = ReadBuf::new(buf);
+    stream.poll_read(cx, &mut rb).map_ok(|()| rb.filled().len())
+}
+
 struct Conn {
     stream: TcpStream,
     io_timeout: Option<Duration>,
@@ -72,7 +90,7 @@ impl Conn {
         cx.with_context(|cx| match op(Pin::new(&mut self.stream), cx) {
             Poll::Ready(r) => {
                 self.deadline = None;
-                FfiPoll::Ready(r.map_err(|e| RString::from(e.to_string())).into())
+                ffi_poll(Poll::Ready(r))
             }
             Poll::Pending => {
                 let Some(limit) = self.io_timeout else {
@@ -99,11 +117,7 @@ impl Tunnel for Conn {
         cx: &mut FfiContext<'_>,
         mut buf: RSliceMut<'_, u8>,
     ) -> FfiPoll<RResult<usize, RString>> {
-        let buf = buf.as_mut_slice();
-        self.timed(cx, |s, cx| {
-            let mut rb = ReadBuf::new(buf);
-            s.poll_read(cx, &mut rb).map_ok(|()| rb.filled().len())
-        })
+        self.timed(cx, |s, cx| poll_read_into(s, cx, buf.as_mut_slice()))
     }
 
     fn poll_write(

@@ -12,9 +12,7 @@ use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use osprey_sdk::OpenFile;
-
-use crate::conn::io::{send_file_now, send_on, write_now, Cork, Io};
+use crate::conn::io::{send_file_now, send_on, write_now, FilePart, Io};
 
 /// A just-accepted connection, not registered with the event loop: it can read and write
 /// what the socket allows now, and never waits. (To wait, a connection moves to a tokio
@@ -79,32 +77,15 @@ impl Io for FreshTcp {
         )
     }
 
-    fn try_send_file(
-        &mut self,
-        head: &[u8],
-        file: &OpenFile,
-        offset: u64,
-        len: u64,
-        cork: Cork,
-    ) -> io::Result<(usize, u64)> {
-        send_file_now(self.0.as_raw_fd(), head, file, offset, len, cork, |call| {
-            call()
-        })
+    fn try_send_file(&mut self, head: &[u8], part: FilePart) -> io::Result<(usize, u64)> {
+        send_file_now(self.0.as_raw_fd(), head, part, |call| call())
     }
 
     async fn write_all(&mut self, _bufs: &[&[u8]], _idle: Duration) -> io::Result<()> {
         Err(must_wait())
     }
 
-    async fn send_file(
-        &mut self,
-        _head: &[u8],
-        _file: &OpenFile,
-        _offset: u64,
-        _len: u64,
-        _cork: Cork,
-        _idle: Duration,
-    ) -> io::Result<()> {
+    async fn send_file(&mut self, _head: &[u8], _: FilePart<'_>, _: Duration) -> io::Result<()> {
         Err(must_wait())
     }
 
@@ -114,6 +95,8 @@ impl Io for FreshTcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::io::Cork;
+    use osprey_sdk::OpenFile;
     use std::io::Read;
 
     /// A client and the fresh (non-blocking) server side of its connection.
@@ -181,9 +164,13 @@ mod tests {
         let (mut head, mut offset, len) = (&b"HEAD"[..], 0u64, 200 * 1024u64);
         let mut corked_while_sending = false;
         while !head.is_empty() || offset < len {
-            let (h, f) = tcp
-                .try_send_file(head, &file, offset, len - offset, cork)
-                .unwrap();
+            let part = FilePart {
+                file: &file,
+                offset,
+                len: len - offset,
+                cork,
+            };
+            let (h, f) = tcp.try_send_file(head, part).unwrap();
             (head, offset) = (&head[h..], offset + f);
             if offset < len {
                 corked_while_sending |= socket2::SockRef::from(&tcp.0).tcp_cork().unwrap();
@@ -207,7 +194,13 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let fd = tcp.0.as_raw_fd();
         let mut calls = 0;
-        let (head, sent) = send_file_now(fd, b"HEAD", &file, 0, len, Cork::No, |call| {
+        let whole = FilePart {
+            file: &file,
+            offset: 0,
+            len,
+            cork: Cork::No,
+        };
+        let (head, sent) = send_file_now(fd, b"HEAD", whole, |call| {
             calls += 1;
             call()
         })
@@ -215,7 +208,7 @@ mod tests {
         assert!(head == 4 && sent > 0 && sent < len, "{head} {sent}");
         // The head's send and one sendfile: the short one says the socket is full.
         assert_eq!(calls, 2);
-        let again = send_file_now(fd, b"", &file, sent, len - sent, Cork::No, |call| call());
+        let again = send_file_now(fd, b"", whole.after(sent), |call| call());
         assert_eq!(
             again.unwrap(),
             (0, 0),

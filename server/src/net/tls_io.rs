@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use osprey_sdk::OpenFile;
 use rustls::{ServerConfig, ServerConnection};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::conn::io::{Cork, Io};
+use crate::conn::io::{FilePart, Io};
 
 /// Bytes read from a file per TLS write (several full TLS records).
 const FILE_CHUNK: usize = 64 * 1024;
@@ -235,19 +234,16 @@ impl Io for TlsIo {
     async fn send_file(
         &mut self,
         head: &[u8],
-        file: &OpenFile,
-        offset: u64,
-        len: u64,
-        _cork: Cork,
+        part: FilePart<'_>,
         idle: Duration,
     ) -> io::Result<()> {
         self.write_all(&[head], idle).await?;
         let mut chunk = Chunk::take();
-        let mut off = offset;
-        let end = offset + len;
+        let mut off = part.offset;
+        let end = part.offset + part.len;
         while off < end {
             let want = ((end - off) as usize).min(FILE_CHUNK);
-            let n = file.read_at(&mut chunk.0[..want], off)?;
+            let n = part.file.read_at(&mut chunk.0[..want], off)?;
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

@@ -2,28 +2,20 @@
 //! upstream sent right after its head.
 
 use std::pin::Pin;
-use std::task::Poll;
 
 use osprey_sdk::abi_stable::std_types::{RResult, RSlice, RSliceMut, RString};
 use osprey_sdk::{FfiContext, FfiPoll, Tunnel};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::AsyncWrite;
 
 use super::conn::Conn;
 use super::state::ActiveGuard;
+use crate::modules::tcp::{ffi_poll, poll_read_into};
 
 pub struct UpstreamTunnel {
     pub stream: Conn,
     pub early: Vec<u8>,
     /// An upgraded connection counts as in flight for least_conn while it lasts.
     pub _guard: ActiveGuard,
-}
-
-fn convert<T>(p: Poll<std::io::Result<T>>) -> FfiPoll<RResult<T, RString>> {
-    match p {
-        Poll::Ready(Ok(v)) => FfiPoll::Ready(RResult::ROk(v)),
-        Poll::Ready(Err(e)) => FfiPoll::Ready(RResult::RErr(e.to_string().into())),
-        Poll::Pending => FfiPoll::Pending,
-    }
 }
 
 impl Tunnel for UpstreamTunnel {
@@ -39,14 +31,7 @@ impl Tunnel for UpstreamTunnel {
             self.early.drain(..n);
             return FfiPoll::Ready(RResult::ROk(n));
         }
-        cx.with_context(|cx| {
-            let mut rb = ReadBuf::new(buf);
-            convert(
-                Pin::new(&mut self.stream)
-                    .poll_read(cx, &mut rb)
-                    .map_ok(|()| rb.filled().len()),
-            )
-        })
+        cx.with_context(|cx| ffi_poll(poll_read_into(Pin::new(&mut self.stream), cx, buf)))
     }
 
     fn poll_write(
@@ -54,10 +39,10 @@ impl Tunnel for UpstreamTunnel {
         cx: &mut FfiContext<'_>,
         data: RSlice<'_, u8>,
     ) -> FfiPoll<RResult<usize, RString>> {
-        cx.with_context(|cx| convert(Pin::new(&mut self.stream).poll_write(cx, data.as_slice())))
+        cx.with_context(|cx| ffi_poll(Pin::new(&mut self.stream).poll_write(cx, data.as_slice())))
     }
 
     fn poll_shutdown(&mut self, cx: &mut FfiContext<'_>) -> FfiPoll<RResult<(), RString>> {
-        cx.with_context(|cx| convert(Pin::new(&mut self.stream).poll_shutdown(cx)))
+        cx.with_context(|cx| ffi_poll(Pin::new(&mut self.stream).poll_shutdown(cx)))
     }
 }
