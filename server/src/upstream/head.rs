@@ -105,7 +105,31 @@ fn header_name(name: &[u8]) -> RCowStr<'static> {
     RCowStr::from(common)
 }
 
+/// A header value: one commonly sent (a `Content-Type`, `Accept-Ranges`, `Vary`) is borrowed,
+/// the others copied.
 fn header_value(value: &[u8]) -> RCowStr<'static> {
+    let common: &'static str = match value {
+        b"text/html" => "text/html",
+        b"text/html; charset=utf-8" => "text/html; charset=utf-8",
+        b"text/html; charset=UTF-8" => "text/html; charset=UTF-8",
+        b"text/plain" => "text/plain",
+        b"text/plain; charset=utf-8" => "text/plain; charset=utf-8",
+        b"text/css" => "text/css",
+        b"application/json" => "application/json",
+        b"application/javascript" => "application/javascript",
+        b"application/octet-stream" => "application/octet-stream",
+        b"image/png" => "image/png",
+        b"image/jpeg" => "image/jpeg",
+        b"bytes" => "bytes",
+        b"Accept-Encoding" => "Accept-Encoding",
+        b"no-cache" => "no-cache",
+        b"gzip" => "gzip",
+        _ => return owned_value(value),
+    };
+    RCowStr::from(common)
+}
+
+fn owned_value(value: &[u8]) -> RCowStr<'static> {
     if value.is_ascii() {
         // SAFETY: ASCII is UTF-8 (the common case, checked a word at a time: `from_utf8`
         // cost ~120 instructions even for a short value).
@@ -516,5 +540,27 @@ mod tests {
             Parsed::Interim(n) => assert_eq!(head(&raw[n..]).status, 204),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Common values are borrowed, the others copied; both pass on exactly as sent, and a
+    /// value that only resembles a common one (another case, more text) is not taken for it.
+    #[test]
+    fn common_values_are_borrowed_and_unchanged() {
+        use osprey_sdk::abi_stable::std_types::RCow;
+        let h = head(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nAccept-Ranges: bytes\r\nX-A: Text/HTML\r\nX-B: text/html2\r\nX-C: caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n");
+        let got: Vec<_> = h
+            .headers
+            .iter()
+            .map(|h| (h.value.to_string(), matches!(h.value, RCow::Borrowed(_))))
+            .collect();
+        let want = [
+            ("text/html", true),
+            ("bytes", true),
+            ("Text/HTML", false),
+            ("text/html2", false),
+            ("caf\u{e9}", false),
+        ];
+        let want: Vec<_> = want.iter().map(|(v, b)| (v.to_string(), *b)).collect();
+        assert_eq!(got, want);
     }
 }

@@ -50,8 +50,13 @@ impl Encoded {
         } else {
             0
         };
-        // One pass for the size of the write and whether the module set its own `Host`.
+        // One pass for the size of the write and whether the module set its own `Host`; the
+        // client's headers counted whole (a bound: a few are left out), so that a browser's
+        // dozen do not grow the buffer.
         let mut size = method.len() + target.len() + host.len() + small + 128;
+        for h in req.forward.iter() {
+            size += h.name.len() + h.value.len() + 4;
+        }
         let mut has_host = false;
         for h in req.headers.iter() {
             size += h.name.len() + h.value.len() + 4;
@@ -284,5 +289,30 @@ mod tests {
         let mut forged = req;
         forged.forward = RSlice::from_slice(&bad);
         assert!(Encoded::new(forged, true, "up:80").is_err());
+    }
+
+    /// A browser's dozen headers fit the buffer sized before the encoding: it is not grown
+    /// (growing doubles it, and copies what was written).
+    #[test]
+    fn the_write_is_sized_for_the_client_headers() {
+        let values: Vec<Vec<u8>> = (0..16).map(|i| vec![b'a' + i; 60]).collect();
+        let client: Vec<_> = values.iter().map(|v| header("X-Browser", v)).collect();
+        let req = UpstreamRequest {
+            method: "GET".into(),
+            target: "/".into(),
+            forward: RSlice::from_slice(&client),
+            except: RSlice::EMPTY,
+            headers: RVec::new(),
+            body: RVec::new(),
+            client_ip: "1.2.3.4".into(),
+            body_stream: osprey_sdk::abi_stable::std_types::ROption::RNone,
+        };
+        let (e, _) = Encoded::new(req, true, "up:80").unwrap();
+        assert!(e.wire.len() > 16 * 60, "{}", e.wire.len());
+        assert!(
+            e.wire.capacity() - e.wire.len() <= 128,
+            "{}",
+            e.wire.capacity()
+        );
     }
 }
