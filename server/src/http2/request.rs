@@ -12,8 +12,8 @@ use crate::conn::pool;
 use crate::http::diagnose::{target_error, BAD_METHOD, CONTROL_IN_VALUE};
 use crate::http::header_check::{bad_target, bad_token, breaks_line, has_control};
 use crate::http::parse::{
-    expects_continue, line_within, parse_length, read_host, too_large, BodyFraming, Head, Span,
-    CONNECT, EXPECTATION_FAILED, MAX_HEADERS,
+    expects_continue, line_within, parse_length, read_host, set_host, too_large, BodyFraming, Head,
+    Span, CONNECT, EXPECTATION_FAILED, MAX_HEADERS,
 };
 use crate::http::{bad, find_byte, HttpError};
 
@@ -289,15 +289,19 @@ impl<'a> Builder<'a> {
         }
         self.head.set_uri(target, &self.buf);
         if let Some(a) = authority {
-            match (read_host(a), self.header(b"host", a)) {
-                (Ok(host), Some(span)) => host.set(&mut self.head, span),
+            // As HTTP/1.1's Host: the same bytes as the last that passed are not read again.
+            let read = match self.header(b"host", a) {
+                Some(span) => set_host(&mut self.head, &self.buf, span),
+                None => read_host(a).map(drop),
+            };
+            match read {
+                Ok(()) => {}
                 // Userinfo breaks the Host rules too: looked for only then.
-                (Err(_), _) if find_byte(b'@', a).is_some() => {
+                Err(_) if find_byte(b'@', a).is_some() => {
                     self.refuse("an :authority with userinfo");
                     return Err(());
                 }
-                (Err(e), _) => self.fail(e),
-                _ => {}
+                Err(e) => self.fail(e),
             }
         }
         Ok(())
@@ -325,9 +329,8 @@ impl<'a> Builder<'a> {
             self.fail(too_large(&self.buf, self.limits));
         }
         if let Some(span) = self.host {
-            match read_host(span.get(&self.buf)) {
-                Ok(host) => host.set(&mut self.head, span),
-                Err(e) => self.fail(e),
+            if let Err(e) = set_host(&mut self.head, &self.buf, span) {
+                self.fail(e);
             }
         } else if self.ranges[AUTHORITY].is_none() {
             self.fail(bad("missing Host header"));

@@ -365,3 +365,27 @@ fn userinfo_in_the_authority_is_malformed_wherever_it_stands() {
     }
     assert_eq!(status(&get_with(&[("accept", "*/*")])), 200);
 }
+
+/// The authority is read as HTTP/1.1's Host is, the last one that passed remembered on the
+/// thread: a request after another with the same, a different or a refused authority gets
+/// its own host, lowered when it has capitals, and a bad one is still refused.
+#[test]
+fn each_request_has_its_own_authority_read() {
+    let host = |authority: &str| {
+        let mut fields = GET.to_vec();
+        fields[3].1 = authority;
+        let r = build(&fields).unwrap();
+        r.head
+            .map(|h| h.host(&r.buf).to_string())
+            .map_err(|e| e.status)
+    };
+    for _ in 0..2 {
+        assert_eq!(host("example.com:8080"), Ok("example.com".into()));
+        assert_eq!(host("example.com:8080"), Ok("example.com".into()));
+        assert_eq!(host("Example.COM"), Ok("example.com".into()));
+        assert_eq!(host("example.org"), Ok("example.org".into()));
+        assert_eq!(host("exa mple.org"), Err(400));
+        assert_eq!(host("example.org:x"), Err(400));
+        assert_eq!(host("example.org"), Ok("example.org".into()));
+    }
+}
