@@ -75,11 +75,15 @@ fn cors_echoes_allowed_origins_only() {
     assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
     assert_eq!(r.header("access-control-expose-headers"), Some("X-Total"));
     assert_eq!(r.header("vary"), Some("Origin"));
-    let r = get(&srv, "/api", "Origin: http://partner.test\r\n");
-    assert_eq!(
-        r.header("access-control-allow-origin"),
-        Some("http://partner.test")
-    );
+    // The header's name in any case (HTTP/1.1 clients write it as they like).
+    for name in ["Origin", "origin", "ORIGIN", "oRiGiN"] {
+        let r = get(&srv, "/api", &format!("{name}: http://partner.test\r\n"));
+        assert_eq!(
+            r.header("access-control-allow-origin"),
+            Some("http://partner.test"),
+            "{name}"
+        );
+    }
     // Not allowed, or no origin at all: the answer as it is, no CORS headers, Vary kept.
     for headers in [
         EVIL,

@@ -5,6 +5,7 @@ use abi_stable::{
     StableAbi,
 };
 
+use crate::fields::same_name;
 use crate::params::{self, Params};
 use crate::request_body::BodySlot;
 use crate::response::StreamBox;
@@ -89,7 +90,7 @@ impl<'a> Request<'a> {
     pub fn header_bytes(&self, name: &str) -> Option<&'a [u8]> {
         self.headers
             .iter()
-            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .find(|h| same_name(h.name.as_str(), name))
             .map(|h| h.value.as_slice())
     }
 

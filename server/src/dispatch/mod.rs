@@ -123,6 +123,8 @@ impl<'a> Site<'a> {
 
     /// Run `f` on the request view as this route sees it; subrequests started meanwhile are
     /// this request's.
+    // Inline: each caller (the bare route, the plain run) is on every request's path.
+    #[inline]
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let route = self.route();
         let on = (route.prefix(), ex.body_only(route));
