@@ -129,9 +129,8 @@ impl<'a> Site<'a> {
         let mut lineage = ex.lineage.take();
         let lineage_ref = &mut lineage;
         let out = ex.with_request(self.peer, on, self.info_start, |req, resp| {
-            // The id is the view's: copied only if a subrequest starts.
-            let id = req.request_id.as_str();
-            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, id);
+            // The view's id and `Cookie`: copied only if a subrequest starts.
+            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, req);
             f(req, resp)
         });
         ex.lineage = lineage;
