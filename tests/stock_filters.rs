@@ -844,6 +844,31 @@ fn userid_a_nested_ssi_include_keeps_the_pages_id() {
 }
 
 #[test]
+fn userid_makes_no_id_for_an_include_of_a_page_without_it() {
+    // The include's route has `userid`, the page's has not: as nginx's, a subrequest never
+    // makes an id (its Set-Cookie would reach no one, and its handler would see an id no
+    // visitor has).
+    let config = r#"{
+  "load": [{"so": "testkit"}, {"so": "filters"}, {"so": "ssi"}],
+  "routing": [
+    {"prefix": "/frag", "handler": "echo", "filters": [{"type": "userid", "name": "vid"}]},
+    {"handler": "echo", "filters": [{"type": "ssi"}]}
+  ]
+}"#;
+    let srv = Server::start(config);
+    let page = format!("/page.shtml?x={}", query_value(&ssi_include("/frag")));
+    let r = get(&srv, &page, "Cookie: a=1\r\n");
+    let body = r.text();
+    assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+    assert_eq!(seen_ids(&body), Vec::<&str>::new(), "{body}");
+    assert_eq!(r.header("set-cookie"), None, "{body}");
+    // A returning visitor's id reaches the include all the same.
+    let known = "0123456789abcdef0123456789abcdef";
+    let r = get(&srv, &page, &format!("Cookie: vid={known}\r\n"));
+    assert_eq!(seen_ids(&r.text()), [known, known], "{}", r.text());
+}
+
+#[test]
 fn userid_a_templates_include_sees_the_pages_visitor_id() {
     let templates = r#"{"type": "templates", "types": ["text/plain"]}"#;
     let srv = Server::start(&echo_page_config(templates));

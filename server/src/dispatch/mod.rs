@@ -125,7 +125,11 @@ impl<'a> Site<'a> {
     /// this request's.
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let route = self.route();
-        let on = (route.prefix(), ex.body_only(route));
+        let on = (
+            route.prefix(),
+            ex.body_only(route),
+            subrequest::Kin::subrequest(&ex.lineage),
+        );
         let mut lineage = ex.lineage.take();
         let lineage_ref = &mut lineage;
         let out = ex.with_request(self.peer, on, self.info_start, |req, resp| {

@@ -563,7 +563,11 @@ async fn on_pool<T: Send + 'static>(
     let (index, info_start) = (site.index, site.info_start);
     let job = move |ex: &mut Box<Exchange>| {
         let route = shared.router.route(index);
-        let on = (route.prefix(), ex.body_only(route));
+        let on = (
+            route.prefix(),
+            ex.body_only(route),
+            super::subrequest::Kin::subrequest(&ex.lineage),
+        );
         ex.with_request(&peer, on, info_start, |req, resp| step(route, req, resp))
     };
     match place.run(ex, job).await {

@@ -56,6 +56,11 @@ impl Kin {
     pub fn body_only(kin: &Option<Kin>) -> bool {
         matches!(kin, Some(Kin::Child(_, true)))
     }
+
+    /// Whether `kin` is a subrequest's.
+    pub fn subrequest(kin: &Option<Kin>) -> bool {
+        matches!(kin, Some(Kin::Child(..)))
+    }
 }
 
 /// Where a request that starts subrequests stands: how deep, its (host, URI) and its
