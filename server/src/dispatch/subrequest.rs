@@ -285,6 +285,17 @@ fn cookie_of(req: &Request<'_>) -> Option<String> {
     Some(cookie)
 }
 
+/// The parent's `Cookie` for a subrequest to its own host: the client sent it for that
+/// host, not for another vhost the subrequest names.
+fn cookie_for<'c>(
+    cookie: Option<&'c str>,
+    parent_host: &str,
+    target: &SubrequestTarget,
+) -> Option<&'c str> {
+    let named = target.host.as_str();
+    cookie.filter(|_| named.is_empty() || named.eq_ignore_ascii_case(parent_host))
+}
+
 /// Filters' request headers (`Exchange::extra`) were for the handler and `after` sees the
 /// client's, yet subrequests `after` starts (an SSI or templates page) carry the `Cookie` the
 /// handler saw, a new visitor's id among it (`userid`): it is kept with the client request
@@ -336,7 +347,8 @@ impl SubrequestParent for CoreParent {
         };
         let started = start_clock();
         let limits = &self.shared.config.limits;
-        let parent = (&self.lineage, self.cookie.as_deref());
+        let cookie = cookie_for(self.cookie.as_deref(), &self.host, target);
+        let parent = (&self.lineage, cookie);
         let ex = match exchange(limits, uri, (&host, host_read), target, parent) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
@@ -758,6 +770,20 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(cookie(&target("/f", &[("X-A", "1")])), ["a=1; uid=x"]);
+        // Not to another vhost: the client sent it for the parent's host.
+        let to = |host: &str| SubrequestTarget {
+            host: host.into(),
+            ..target("/f", &[])
+        };
+        assert_eq!(cookie_for(Some("a=1"), "h.example", &to("")), Some("a=1"));
+        assert_eq!(
+            cookie_for(Some("a=1"), "h.example", &to("H.Example")),
+            Some("a=1")
+        );
+        assert_eq!(
+            cookie_for(Some("a=1"), "h.example", &to("other.example")),
+            None
+        );
         assert_eq!(cookie(&target("/f", &[("cookie", "b=2")])), ["b=2"]);
         // It counts against the header limit as a header of the target would.
         let many: Vec<(String, String)> = (1..limits.max_headers)
