@@ -745,9 +745,152 @@ fn userid_gives_a_new_visitor_the_id_its_handler_saw_when_an_include_runs_throug
         .find(|l| l.contains("/page.shtml HTTP/1.1\""))
         .unwrap();
     assert!(page.ends_with(&format!("\"{id}\"")), "{id}\n{log}");
+    // The include carried the page's cookie: its log line shows the same id.
     let frag = log
         .lines()
         .find(|l| l.contains("/frag.html SUBREQUEST"))
         .unwrap();
-    assert!(!frag.ends_with(&format!("\"{id}\"")), "{id}\n{log}");
+    assert!(frag.ends_with(&format!("\"{id}\"")), "{id}\n{log}");
+}
+
+/// One route, `echo` behind `userid` and `filter` (`ssi` or `templates`): a page is an echo
+/// whose query holds the directives, so the page and its includes run through the same
+/// `userid` filter, and each prints the `vid` cookie it saw (`cookie.vid=`).
+fn echo_page_config(filter: &str) -> String {
+    format!(
+        r#"{{
+  "load": [{{"so": "testkit"}}, {{"so": "filters"}}, {{"so": "ssi"}}, {{"so": "templates"}}],
+  "routing": [{{"handler": "echo", "filters": [{{"type": "userid", "name": "vid"}}, {filter}]}}]
+}}"#
+    )
+}
+
+/// `text` as a query value (every byte but letters and digits percent-encoded).
+fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b.is_ascii_alphanumeric() {
+            true => (b as char).to_string(),
+            false => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An SSI include of `uri`.
+fn ssi_include(uri: &str) -> String {
+    format!("<!--#include virtual=\"{uri}\" -->")
+}
+
+/// The `vid` ids an echo page printed, its includes' and its own, in the order they appear.
+fn seen_ids(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.split("cookie.vid=").nth(1))
+        .collect()
+}
+
+/// `r` gives a new visitor one id, the one the page and each of its `includes` includes saw.
+fn one_id_for_page_and_includes(r: &Response, includes: usize) -> String {
+    let body = r.text();
+    let set: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .collect();
+    assert_eq!(set.len(), 1, "exactly one Set-Cookie: {set:?}\n{body}");
+    let id = set_vid(r).expect("a new visitor gets the cookie");
+    assert!(is_id(&id), "{id}");
+    assert_eq!(seen_ids(&body), vec![&id[..]; includes + 1], "{id}\n{body}");
+    id
+}
+
+#[test]
+fn userid_an_ssi_include_sees_the_id_a_new_visitors_page_sets() {
+    let srv = Server::start(&echo_page_config(r#"{"type": "ssi"}"#));
+    let page = format!("/page.shtml?x={}", query_value(&ssi_include("/frag")));
+    let r = get(&srv, &page, "Cookie: a=1\r\n");
+    assert_eq!(r.status, 200);
+    let body = r.text();
+    assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+    one_id_for_page_and_includes(&r, 1);
+    // The include carries the client's other cookies too.
+    assert_eq!(body.matches("cookie.a=1").count(), 2, "{body}");
+    // HTTP/2: the same.
+    let out = h2c(&srv, &page, &[]);
+    let id = h2_header(&out, "set-cookie")
+        .and_then(|v| v.strip_prefix("vid="))
+        .map(|v| &v[..32])
+        .unwrap();
+    assert_eq!(seen_ids(&out), [id, id], "{out}");
+}
+
+#[test]
+fn userid_an_ssi_include_sees_a_returning_visitors_id_and_sets_none() {
+    let srv = Server::start(&echo_page_config(r#"{"type": "ssi"}"#));
+    let page = format!("/page.shtml?x={}", query_value(&ssi_include("/frag")));
+    let known = "0123456789abcdef0123456789abcdef";
+    let r = get(&srv, &page, &format!("Cookie: vid={known}; a=1\r\n"));
+    let body = r.text();
+    assert_eq!(r.header("set-cookie"), None, "{body}");
+    assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+    assert_eq!(seen_ids(&body), [known, known], "{body}");
+}
+
+#[test]
+fn userid_a_nested_ssi_include_keeps_the_pages_id() {
+    let srv = Server::start(&echo_page_config(r#"{"type": "ssi"}"#));
+    // The page includes /mid.shtml, itself an echo page that includes /leaf.
+    let mid = format!("/mid.shtml?y={}", query_value(&ssi_include("/leaf")));
+    let page = format!("/page.shtml?x={}", query_value(&ssi_include(&mid)));
+    let r = get(&srv, &page, "");
+    let body = r.text();
+    assert_eq!(body.matches("path=/leaf\n").count(), 1, "{body}");
+    assert_eq!(body.matches("path=/mid.shtml\n").count(), 1, "{body}");
+    one_id_for_page_and_includes(&r, 2);
+}
+
+#[test]
+fn userid_makes_no_id_for_an_include_of_a_page_without_it() {
+    // The include's route has `userid`, the page's has not: as nginx's, a subrequest never
+    // makes an id (its Set-Cookie would reach no one, and its handler would see an id no
+    // visitor has).
+    let config = r#"{
+  "load": [{"so": "testkit"}, {"so": "filters"}, {"so": "ssi"}],
+  "routing": [
+    {"prefix": "/frag", "handler": "echo", "filters": [{"type": "userid", "name": "vid"}]},
+    {"handler": "echo", "filters": [{"type": "ssi"}]}
+  ]
+}"#;
+    let srv = Server::start(config);
+    let page = format!("/page.shtml?x={}", query_value(&ssi_include("/frag")));
+    let r = get(&srv, &page, "Cookie: a=1\r\n");
+    let body = r.text();
+    assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+    assert_eq!(seen_ids(&body), Vec::<&str>::new(), "{body}");
+    assert_eq!(r.header("set-cookie"), None, "{body}");
+    // A returning visitor's id reaches the include all the same.
+    let known = "0123456789abcdef0123456789abcdef";
+    let r = get(&srv, &page, &format!("Cookie: vid={known}\r\n"));
+    assert_eq!(seen_ids(&r.text()), [known, known], "{}", r.text());
+}
+
+#[test]
+fn userid_a_templates_include_sees_the_pages_visitor_id() {
+    let templates = r#"{"type": "templates", "types": ["text/plain"]}"#;
+    let srv = Server::start(&echo_page_config(templates));
+    // An include, and an include within it.
+    let page = format!("/page?x={}", query_value(r#"{% include "/frag" %}"#));
+    let nested = format!("/frag?y={}", query_value(r#"{% include "/leaf" %}"#));
+    let nested = format!(
+        "/page?x={}",
+        query_value(&format!("{{% include \"{nested}\" %}}"))
+    );
+    for (page, includes) in [(page, 1), (nested, 2)] {
+        let r = get(&srv, &page, "");
+        let body = r.text();
+        assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+        one_id_for_page_and_includes(&r, includes);
+        let known = "0123456789abcdef0123456789abcdef";
+        let r = get(&srv, &page, &format!("Cookie: vid={known}\r\n"));
+        assert_eq!(r.header("set-cookie"), None, "{}", r.text());
+        assert_eq!(seen_ids(&r.text()), vec![known; includes + 1]);
+    }
 }

@@ -72,6 +72,10 @@ pub struct Request<'a> {
     /// [`BODY_ONLY`](crate::BODY_ONLY)): headers only a client reads (`Last-Modified`, `ETag`)
     /// may be left out.
     pub body_only: bool,
+    /// A subrequest (an include, a template's part): it shares its client request's id and
+    /// `Cookie`, and its answer goes to the module that started it, never to the client (its
+    /// `Set-Cookie` reaches no one).
+    pub subrequest: bool,
     /// This request's id: 32 hex digits of 128 random bits, unique across threads and
     /// restarts, or the `X-Request-Id` a trusted proxy in front sent (see `request_id` in the
     /// configuration).

@@ -43,7 +43,8 @@ pub struct SubrequestTarget {
     pub uri: RString,
     /// The virtual host to route it to; empty: the parent request's host.
     pub host: RString,
-    /// Request headers to send with it (the subrequest has no others but `Host`).
+    /// Request headers to send with it (the subrequest has no others but `Host` and, on the
+    /// parent's host, its parent's `Cookie`, which a `Cookie` here replaces).
     pub headers: RVec<HeaderPair>,
     /// The parent reads only its body (see [`Subrequest::body_only`]).
     pub body_only: bool,

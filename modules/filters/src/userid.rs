@@ -7,7 +7,9 @@
 //! `request_headers` makes is kept for `after` (`pending_ids`), which looks at the cookie
 //! again only when an id waits on its thread. Later filters and the handler
 //! see the new id as the cookie (`Request::cookie`); the access log records it with
-//! `"cookie:<name>"`.
+//! `"cookie:<name>"`. A subrequest (an include) carries its page's `Cookie`, the new id
+//! included (the core's rule), and never makes an id nor sets a cookie (as nginx's): so it
+//! never takes its page's id from `pending_ids` either (it shares the page's request id).
 
 use std::cell::Cell;
 
@@ -170,7 +172,7 @@ impl Filter for UserId {
 
     /// A new visitor's id goes into the `Cookie` header later steps see.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
-        if self.sent(req).is_some() {
+        if self.sent(req).is_some() || req.subrequest {
             return;
         }
         let id = self.new_id();
@@ -191,7 +193,7 @@ impl Filter for UserId {
     fn after(&self, req: &Request<'_>, _key: &str, resp: &mut Response) {
         // No id waiting on this thread: `request_headers` (always called before `after`, on
         // this thread) found the client's, and the cookie need not be looked up again.
-        if pending_ids::none_waiting() || self.sent(req).is_some() {
+        if pending_ids::none_waiting() || req.subrequest || self.sent(req).is_some() {
             return;
         }
         // The id the handler saw; a new one if `request_headers` did not run here.
@@ -265,6 +267,28 @@ mod tests {
         let cookie = resp.get_header("set-cookie").unwrap();
         assert!(cookie.starts_with(&format!("uid={id};")), "{cookie}");
         returning();
+    }
+
+    #[test]
+    fn a_subrequest_makes_no_id_and_takes_none_from_its_page() {
+        let filter = UserId::new(r#"{"name": "vid"}"#).unwrap();
+        let page = osprey_sdk::testing::TestRequest::get("/page");
+        // Same request id as its page; no `Cookie` (one a module sent replaced the page's).
+        let include = osprey_sdk::testing::TestRequest::get("/frag").subrequest(true);
+        let (mut set, mut resp) = (RVec::new(), Response::new());
+        page.with_view(|p| {
+            filter.request_headers(p, "", &mut set);
+            include.with_view(|i| {
+                let (mut none, mut its) = (RVec::new(), Response::new());
+                filter.request_headers(i, "", &mut none);
+                filter.after(i, "", &mut its);
+                assert!(none.is_empty() && its.get_header("set-cookie").is_none());
+            });
+            filter.after(p, "", &mut resp);
+        });
+        let id = set[0].value.as_str().strip_prefix("vid=").unwrap();
+        let cookie = resp.get_header("set-cookie").unwrap();
+        assert!(cookie.starts_with(&format!("vid={id};")), "{cookie}");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(crate) mod test_request {
             remote_addr: RStr::from("127.0.0.1:1"),
             secure: false,
             body_only: false,
+            subrequest: false,
             request_id: empty,
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(&[]),

@@ -42,6 +42,8 @@ pub struct TestRequest {
     pub secure: bool,
     /// A subrequest whose parent reads only its body (`Request::body_only`).
     pub body_only: bool,
+    /// A subrequest (`Request::subrequest`).
+    pub subrequest: bool,
     /// The request's id (`Request::request_id`; the core gives each request a fresh one).
     pub request_id: String,
     /// Came over HTTP/2.
@@ -66,6 +68,7 @@ impl TestRequest {
             remote_addr: "127.0.0.1:40000".to_owned(),
             secure: false,
             body_only: false,
+            subrequest: false,
             request_id: "0123456789abcdef0123456789abcdef".to_owned(),
             http2: false,
             http_minor: 1,
@@ -188,6 +191,12 @@ impl TestRequest {
         self
     }
 
+    /// A subrequest (`Request::subrequest`).
+    pub fn subrequest(mut self, subrequest: bool) -> Self {
+        self.subrequest = subrequest;
+        self
+    }
+
     /// Came over HTTP/2.
     pub fn http2(mut self, http2: bool) -> Self {
         self.http2 = http2;
@@ -285,6 +294,7 @@ impl TestRequest {
             remote_addr: RStr::from_str(&self.remote_addr),
             secure: self.secure,
             body_only: self.body_only,
+            subrequest: self.subrequest,
             request_id: RStr::from_str(&self.request_id),
             headers: RSlice::from_slice(&headers),
             body: RSlice::from_slice(if slot.is_some() { &[] } else { &self.body }),

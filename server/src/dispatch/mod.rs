@@ -127,13 +127,16 @@ impl<'a> Site<'a> {
     #[inline]
     fn view<R>(&self, ex: &mut Exchange, f: impl FnOnce(&Request<'_>, &mut Response) -> R) -> R {
         let route = self.route();
-        let on = (route.prefix(), ex.body_only(route));
+        let on = (
+            route.prefix(),
+            ex.body_only(route),
+            subrequest::Kin::subrequest(&ex.lineage),
+        );
         let mut lineage = ex.lineage.take();
         let lineage_ref = &mut lineage;
         let out = ex.with_request(self.peer, on, self.info_start, |req, resp| {
-            // The id is the view's: copied only if a subrequest starts.
-            let id = req.request_id.as_str();
-            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, id);
+            // The view's id and `Cookie`: copied only if a subrequest starts.
+            let _scope = subrequest::Scope::enter(self.shared, self.peer, lineage_ref, req);
             f(req, resp)
         });
         ex.lineage = lineage;

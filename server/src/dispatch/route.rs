@@ -206,7 +206,7 @@ impl<'a> RouteRun<'a> {
             match site.view(ex, |req, resp| self.stretch(site, req, resp, extra)) {
                 Stretch::Stop(advanced) => return advanced,
                 Stretch::SetHeaders(set) => ex.extra.extend(set),
-                Stretch::ClientHeaders => ex.extra.clear(),
+                Stretch::ClientHeaders => client_headers(ex),
             }
         }
     }
@@ -303,7 +303,7 @@ impl<'a> RouteRun<'a> {
             }
             // A filter answered (a cache hit): `after` of the filters before it runs.
             Step::Respond => {
-                ex.extra.clear();
+                client_headers(ex);
                 self.phase = Phase::After(i);
             }
             Step::Wait => return Some(Blocked::FilterWait(i)),
@@ -339,8 +339,7 @@ impl<'a> RouteRun<'a> {
     /// The handler (or the core) answered; filters see error pages too (a cache may answer
     /// with a stale entry).
     fn answered(&mut self, ex: &mut Exchange) {
-        // Filters' request headers were for the handler; `after` sees the client's.
-        ex.extra.clear();
+        client_headers(ex);
         self.phase = Phase::After(self.filters.len());
     }
 
@@ -413,6 +412,15 @@ impl<'a> RouteRun<'a> {
                 after.await.map(|()| false)
             }
         }
+    }
+}
+
+/// Filters' request headers were for the handler; `after` sees the client's. The `Cookie`
+/// the handler saw stays for the subrequests `after` starts (`subrequest::keep_cookie`).
+fn client_headers(ex: &mut Exchange) {
+    if !ex.extra.is_empty() {
+        super::subrequest::keep_cookie(ex);
+        ex.extra.clear();
     }
 }
 
@@ -555,7 +563,11 @@ async fn on_pool<T: Send + 'static>(
     let (index, info_start) = (site.index, site.info_start);
     let job = move |ex: &mut Box<Exchange>| {
         let route = shared.router.route(index);
-        let on = (route.prefix(), ex.body_only(route));
+        let on = (
+            route.prefix(),
+            ex.body_only(route),
+            super::subrequest::Kin::subrequest(&ex.lineage),
+        );
         ex.with_request(&peer, on, info_start, |req, resp| step(route, req, resp))
     };
     match place.run(ex, job).await {

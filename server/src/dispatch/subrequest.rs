@@ -3,22 +3,23 @@
 //! on the same network thread, with no socket: the parent's connection facts (`Peer`: remote
 //! address, TLS) are its own. Limits (`limits.max_subrequest_depth`, `limits.max_subrequests`):
 //! depth, count per client request, and loops. A subrequest shares its client request's id
-//! (as nginx's do) and its head is written, never parsed.
+//! and its `Cookie` (as nginx's share the main request's headers), and its head is written,
+//! never parsed.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_ffi::LocalFfiFuture;
 use osprey_sdk::abi_stable::sabi_trait::TD_Opaque;
-use osprey_sdk::abi_stable::std_types::{RResult, RStr, RVec};
+use osprey_sdk::abi_stable::std_types::{RCowStr, RResult, RStr, RVec};
 use osprey_sdk::fields::is_token;
 use osprey_sdk::subrequest::{
     ParentBox, SubrequestError, SubrequestParent, SubrequestParent_TO, SubrequestStarted,
     SubrequestTarget,
 };
-use osprey_sdk::{HeaderPair, Response};
+use osprey_sdk::{HeaderPair, Request, Response};
 
 use tokio::time::Instant;
 
@@ -43,12 +44,22 @@ pub enum Kin {
     /// (`SubrequestTarget::body_only`). Its own lineage is made only when it starts
     /// subrequests itself (most fragments start none: nothing is allocated for them).
     Child(Arc<Lineage>, bool),
+    /// A client request that started none yet, whose filters changed the `Cookie` its
+    /// handler saw (empty: none), kept for the subrequests its `after` steps may start
+    /// ([`keep_cookie`]). Boxed: every exchange carries a `Kin`, and a lineage would cost
+    /// three allocations for every new visitor of a `userid` route.
+    Cookie(Box<RCowStr<'static>>),
 }
 
 impl Kin {
     /// Whether `kin` is a subrequest's whose parent reads only its body.
     pub fn body_only(kin: &Option<Kin>) -> bool {
         matches!(kin, Some(Kin::Child(_, true)))
+    }
+
+    /// Whether `kin` is a subrequest's.
+    pub fn subrequest(kin: &Option<Kin>) -> bool {
+        matches!(kin, Some(Kin::Child(..)))
     }
 }
 
@@ -63,6 +74,9 @@ pub struct Lineage {
     up: Option<Arc<Lineage>>,
     left: Arc<AtomicU32>,
     id: RequestId,
+    /// A client request's `Cookie` as its handler saw it, when filters changed it (empty:
+    /// none), kept for the subrequests its `after` steps start ([`keep_cookie`]).
+    cookie: OnceLock<RCowStr<'static>>,
 }
 
 impl Lineage {
@@ -74,6 +88,7 @@ impl Lineage {
             up: None,
             left: Arc::new(AtomicU32::new(count)),
             id,
+            cookie: OnceLock::new(),
         }
     }
 
@@ -118,6 +133,7 @@ impl Lineage {
             up: Some(self.clone()),
             left: self.left.clone(),
             id: self.id,
+            cookie: OnceLock::new(),
         }
     }
 
@@ -148,8 +164,8 @@ struct Current {
     peer: *const Arc<Peer>,
     /// Where the request stands among subrequests.
     lineage: *mut Option<Kin>,
-    /// The request's id as its view shows it, which its subrequests share.
-    id: *const str,
+    /// The request's view: its id and `Cookie`, which its subrequests share.
+    view: *const Request<'static>,
 }
 
 thread_local! {
@@ -163,18 +179,18 @@ pub(super) struct Scope {
 
 impl Scope {
     /// `lineage` must outlive the scope and not be touched elsewhere while it lasts; so must
-    /// `id`, the request's id.
+    /// `view`, the request's view.
     pub(super) fn enter(
         shared: &Arc<Shared>,
         peer: &Arc<Peer>,
         lineage: &mut Option<Kin>,
-        id: &str,
+        view: &Request<'_>,
     ) -> Scope {
         let now = Current {
             shared,
             peer,
             lineage,
-            id,
+            view: (view as *const Request<'_>).cast(),
         };
         Scope {
             prev: CURRENT.replace(Some(now)),
@@ -200,6 +216,8 @@ struct CoreParent {
     /// `host` checked once, for the subrequests that carry it (those that name no other).
     host_read: Result<HostRead, HttpError>,
     lineage: Arc<Lineage>,
+    /// The `Cookie` its subrequests carry (unless one names its own).
+    cookie: Option<String>,
 }
 
 /// The request the core is calling a module for on this thread, as a parent.
@@ -217,20 +235,23 @@ fn current_parent(
     };
     // SAFETY: `current` is set only by a live `Scope`, whose referents outlive it, and this
     // runs inside the module call that scope wraps.
-    let (shared, peer, lineage, id) = unsafe {
+    let (shared, peer, lineage, view) = unsafe {
         (
             (*current.shared).clone(),
             (*current.peer).clone(),
             &mut *current.lineage,
-            &*current.id,
+            &*current.view,
         )
     };
     let (host, uri) = (parent_host.as_str(), parent_uri.as_str());
     let lineage = match lineage {
-        None => {
-            let id = RequestId::copied(id, shared.config.request_id.forward);
+        None | Some(Kin::Cookie(_)) => {
+            let id = RequestId::copied(view.request_id.as_str(), shared.config.request_id.forward);
             let count = shared.config.limits.max_subrequests;
             let root = Arc::new(Lineage::root(host, uri, count, id));
+            if let Some(Kin::Cookie(kept)) = lineage.take() {
+                let _ = root.cookie.set(*kept);
+            }
             *lineage = Some(Kin::Root(root.clone()));
             root
         }
@@ -238,13 +259,77 @@ fn current_parent(
         // Made for each handle (rarely more than one): kept, it would need a place of its own.
         Some(Kin::Child(up, _)) => Arc::new(up.child(host, uri)),
     };
+    // The handler's `Cookie` kept past it for `after`'s subrequests, else the view's.
+    let cookie = match lineage.cookie.get() {
+        Some(kept) => (!kept.is_empty()).then(|| kept.to_string()),
+        None => cookie_of(view),
+    };
     Ok(CoreParent {
         shared,
         peer,
         host: host.to_owned(),
         host_read: read_host(host.as_bytes()),
         lineage,
+        cookie: cookie.filter(|c| !has_control(c.as_bytes())),
     })
+}
+
+/// `req`'s `Cookie` lines as one value, as HTTP/2's are joined for HTTP/1.1 (RFC 9113
+/// 8.2.3): what its subrequests carry.
+fn cookie_of(req: &Request<'_>) -> Option<String> {
+    let mut lines = req.header_all("cookie");
+    let mut cookie = lines.next()?.to_owned();
+    for line in lines {
+        cookie.extend(["; ", line]);
+    }
+    Some(cookie)
+}
+
+/// The parent's `Cookie` for a subrequest to its own host: the client sent it for that
+/// host, not for another vhost the subrequest names.
+fn cookie_for<'c>(
+    cookie: Option<&'c str>,
+    parent_host: &str,
+    target: &SubrequestTarget,
+) -> Option<&'c str> {
+    let named = target.host.as_str();
+    cookie.filter(|_| named.is_empty() || named.eq_ignore_ascii_case(parent_host))
+}
+
+/// Filters' request headers (`Exchange::extra`) were for the handler and `after` sees the
+/// client's, yet subrequests `after` starts (an SSI or templates page) carry the `Cookie` the
+/// handler saw, a new visitor's id among it (`userid`): it is kept with the client request
+/// (`Kin::Cookie`, or its lineage once it has one) as the filters' headers are let go. (A
+/// subrequest's are not: its own subrequests carry its `Cookie` as its view shows it, its
+/// parent's unless a filter changed it.)
+pub(super) fn keep_cookie(ex: &mut Exchange) {
+    let is_cookie = |h: &HeaderPair| h.name.eq_ignore_ascii_case("cookie");
+    if matches!(ex.lineage, Some(Kin::Child(..))) || !ex.extra.iter().any(is_cookie) {
+        return;
+    }
+    // Moved out of the filters' headers (one, as `userid` sets), or theirs joined.
+    let mut set = ex
+        .extra
+        .iter_mut()
+        .filter(|h| is_cookie(h) && !h.value.is_empty());
+    let cookie = match (set.next(), set.next()) {
+        (None, _) => "".into(),
+        (Some(one), None) => std::mem::replace(&mut one.value, "".into()),
+        (Some(_), Some(_)) => {
+            let set = ex
+                .extra
+                .iter()
+                .filter(|h| is_cookie(h) && !h.value.is_empty());
+            let joined: Vec<&str> = set.map(|h| h.value.as_str()).collect();
+            RCowStr::Owned(joined.join("; ").into())
+        }
+    };
+    match &ex.lineage {
+        Some(Kin::Root(root)) => {
+            let _ = root.cookie.set(cookie);
+        }
+        _ => ex.lineage = Some(Kin::Cookie(Box::new(cookie))),
+    }
 }
 
 impl SubrequestParent for CoreParent {
@@ -262,7 +347,9 @@ impl SubrequestParent for CoreParent {
         };
         let started = start_clock();
         let limits = &self.shared.config.limits;
-        let ex = match exchange(limits, uri, (&host, host_read), target, &self.lineage) {
+        let cookie = cookie_for(self.cookie.as_deref(), &self.host, target);
+        let parent = (&self.lineage, cookie);
+        let ex = match exchange(limits, uri, (&host, host_read), target, parent) {
             Ok(ex) => ex,
             Err(e) => return refused(e.status, e.message.into()),
         };
@@ -350,19 +437,23 @@ fn check_target(uri: &str, target: &SubrequestTarget) -> Result<(), &'static str
 /// The subrequest as the pipeline takes it: its head in HTTP/1.1 form (the request view and
 /// the access log read those bytes), its spans noted as the bytes are written, not parsed
 /// back; the limits on a client's head apply. `host` comes with its check, [`read_host`]'s.
+/// It carries the parent's `Cookie` (`cookie`) unless the target names its own.
 /// The head is the thread's pooled one (given back by [`ended`]).
 fn exchange(
     limits: &Limits,
     uri: &str,
     (host, host_read): (&str, HostRead),
     target: &SubrequestTarget,
-    parent: &Arc<Lineage>,
+    (parent, cookie): (&Arc<Lineage>, Option<&str>),
 ) -> Result<Exchange, SubrequestError> {
+    let mut headers = target.headers.iter();
+    let cookie = cookie.filter(|_| !headers.any(|h| h.name.eq_ignore_ascii_case("cookie")));
     let fields: usize = target
         .headers
         .iter()
         .map(|h| h.name.len() + h.value.len() + 4)
-        .sum();
+        .sum::<usize>()
+        + cookie.map_or(0, |c| c.len() + 10);
     let mut buf = take_buf(32 + uri.len() + host.len() + fields);
     // A head is large (room for every header): the thread's pooled one, emptied.
     let mut head = pool::take_head();
@@ -401,7 +492,8 @@ fn exchange(
         ));
     }
     let own = |h: &&HeaderPair| !h.name.eq_ignore_ascii_case("host");
-    if 1 + target.headers.iter().filter(own).count() > limits.max_headers.min(MAX_HEADERS) {
+    let count = 1 + cookie.is_some() as usize + target.headers.iter().filter(own).count();
+    if count > limits.max_headers.min(MAX_HEADERS) {
         let why = format!("subrequest to {uri} refused: too many headers");
         return Err(error(431, why));
     }
@@ -414,6 +506,9 @@ fn exchange(
         value
     };
     let host_span = header(&mut buf, "Host", host);
+    if let Some(cookie) = cookie {
+        header(&mut buf, "Cookie", cookie);
+    }
     for h in target.headers.iter().filter(own) {
         header(&mut buf, &h.name, trim_ows(&h.value));
     }
@@ -622,7 +717,7 @@ mod tests {
             let lineage = root(&limits);
             // The head is the pooled one, emptied of the last request's fields.
             dirty_pooled_head();
-            let ex = exchange(&limits, uri, checked(host), &t, &lineage).unwrap();
+            let ex = exchange(&limits, uri, checked(host), &t, (&lineage, None)).unwrap();
             let parsed = crate::http::parse::parse(&ex.buf, &limits)
                 .unwrap()
                 .unwrap();
@@ -654,8 +749,51 @@ mod tests {
         let limits = Limits::default();
         let root = root(&limits);
         let t = target("/f", &[]);
-        let ex = exchange(&limits, "/f", checked("h"), &t, &root).unwrap();
+        let ex = exchange(&limits, "/f", checked("h"), &t, (&root, None)).unwrap();
         assert_eq!(ex.id.text(&ex.buf), root.id.text(b""));
+    }
+
+    #[test]
+    fn a_subrequest_carries_its_parents_cookie_unless_it_names_its_own() {
+        let limits = Limits::default();
+        let root = root(&limits);
+        let cookie = |t: &SubrequestTarget| {
+            let ex = exchange(&limits, "/f", checked("h"), t, (&root, Some("a=1; uid=x"))).unwrap();
+            let parsed = crate::http::parse::parse(&ex.buf, &limits)
+                .unwrap()
+                .unwrap();
+            assert_eq!(format!("{:?}", ex.head), format!("{parsed:?}"));
+            let cookies = ex.head.headers.iter();
+            let cookies = cookies.filter(|(n, _)| n.str(&ex.buf).eq_ignore_ascii_case("cookie"));
+            cookies
+                .map(|(_, v)| v.str(&ex.buf).to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cookie(&target("/f", &[("X-A", "1")])), ["a=1; uid=x"]);
+        // Not to another vhost: the client sent it for the parent's host.
+        let to = |host: &str| SubrequestTarget {
+            host: host.into(),
+            ..target("/f", &[])
+        };
+        assert_eq!(cookie_for(Some("a=1"), "h.example", &to("")), Some("a=1"));
+        assert_eq!(
+            cookie_for(Some("a=1"), "h.example", &to("H.Example")),
+            Some("a=1")
+        );
+        assert_eq!(
+            cookie_for(Some("a=1"), "h.example", &to("other.example")),
+            None
+        );
+        assert_eq!(cookie(&target("/f", &[("cookie", "b=2")])), ["b=2"]);
+        // It counts against the header limit as a header of the target would.
+        let many: Vec<(String, String)> = (1..limits.max_headers)
+            .map(|i| (format!("X-{i}"), "v".into()))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let t = target("/m", &many);
+        assert!(exchange(&limits, "/m", checked("h"), &t, (&root, None)).is_ok());
+        let err = exchange(&limits, "/m", checked("h"), &t, (&root, Some("a=1")));
+        assert_eq!(err.err().map(|e| e.status), Some(431));
     }
 
     #[test]
@@ -667,7 +805,7 @@ mod tests {
                 body_only,
                 ..target("/f", &[])
             };
-            let ex = exchange(&limits, "/f", checked("h"), &t, &root).unwrap();
+            let ex = exchange(&limits, "/f", checked("h"), &t, (&root, None)).unwrap();
             assert_eq!(Kin::body_only(&ex.lineage), body_only);
         }
         // A client request is read whole.
@@ -718,7 +856,7 @@ mod tests {
             &long,
             checked("h"),
             &target(&long, &[]),
-            &root(&limits),
+            (&root(&limits), None),
         );
         assert_eq!(err.err().map(|e| e.status), Some(414));
         let many: Vec<(String, String)> = (0..limits.max_headers)
@@ -730,7 +868,7 @@ mod tests {
             "/m",
             checked("h"),
             &target("/m", &many),
-            &root(&limits),
+            (&root(&limits), None),
         );
         assert_eq!(err.err().map(|e| e.status), Some(431));
     }
@@ -748,7 +886,14 @@ mod tests {
         // Another vhost: lower-cased and checked, whatever the parent's check said.
         let limits = Limits::default();
         let (host, read) = target_host(parent, &to("Other.Example:8080")).unwrap();
-        let ex = exchange(&limits, "/f", (&host, read), &to(""), &root(&limits)).unwrap();
+        let ex = exchange(
+            &limits,
+            "/f",
+            (&host, read),
+            &to(""),
+            (&root(&limits), None),
+        )
+        .unwrap();
         assert_eq!(ex.head.host(&ex.buf), "other.example");
         for bad in ["h:x", "a b", "h/x", "h\r\nX: 1", "[::1"] {
             let err = target_host(parent, &to(bad)).err();
