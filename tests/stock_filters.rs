@@ -483,6 +483,30 @@ fn host_redirect_sends_other_hosts_to_the_canonical_one() {
 }
 
 #[test]
+fn host_redirect_never_redirects_an_include() {
+    // The page's route comes first and serves any host; its include goes through routing
+    // again and meets host_redirect, which declines it (as the canonical route would).
+    let config = r#"{
+  "load": [{"so": "testkit"}, {"so": "filters"}, {"so": "ssi"}],
+  "routing": [
+    {"prefix": "/page", "handler": "echo", "filters": [{"type": "ssi"}]},
+    {"handler": "host_redirect", "host": "www.example.com"},
+    {"handler": "echo"}
+  ]
+}"#;
+    let srv = Server::start(config);
+    let page = format!("/page/p.shtml?x={}", query_value(&ssi_include("/frag")));
+    let r = send(&srv, "GET", &page, "other.test", "");
+    let body = r.text();
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body.matches("path=/frag\n").count(), 1, "{body}");
+    // The same path asked for by a client on that host is redirected.
+    let r = send(&srv, "GET", "/frag", "other.test", "");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("http://www.example.com/frag"));
+}
+
+#[test]
 fn host_redirect_refuses_a_host_that_is_not_an_authority() {
     for (host, extra) in [
         ("http://www.example.com", ""),

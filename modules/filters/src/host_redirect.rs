@@ -55,7 +55,9 @@ impl HostRedirect {
 impl Handler for HostRedirect {
     fn handle(&self, req: &Request<'_>, resp: &mut Response) -> Outcome {
         let host = req.host.as_str();
-        if !host.is_empty() && self.passes(host) {
+        // A subrequest (an include) is never redirected: its page was served for this host,
+        // and a 301 would only be spliced into it.
+        if req.subrequest || !host.is_empty() && self.passes(host) {
             return Outcome::Next;
         }
         let scheme = if req.secure { "https" } else { "http" };
@@ -126,6 +128,17 @@ mod tests {
         ] {
             assert_eq!(authority_host(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_subrequest_is_never_redirected() {
+        let h = HostRedirect::new(r#"{"host": "www.example.com"}"#).unwrap();
+        let outcome = |req: osprey_sdk::testing::TestRequest| {
+            req.with_view(|r| h.handle(r, &mut Response::new()))
+        };
+        let other = || osprey_sdk::testing::TestRequest::get("/a").header("Host", "other.test");
+        assert!(matches!(outcome(other()), Outcome::Done));
+        assert!(matches!(outcome(other().subrequest(true)), Outcome::Next));
     }
 
     #[test]
