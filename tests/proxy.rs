@@ -38,6 +38,21 @@ fn proxy_config(backend: &str) -> String {
     )
 }
 
+/// The proxy of `proxy_config` in front of the one upstream `up`.
+fn proxy_to(up: &Upstream) -> Server {
+    Server::start(&proxy_config(&format!(
+        r#"{{"connect": "{}"}}"#,
+        up.address()
+    )))
+}
+
+/// What the upstream's `/echo` saw of `req` (sent raw on its own connection), answered 200.
+fn echoed(srv: &Server, req: &str) -> String {
+    let resp = Response::parse(srv.raw(req.as_bytes()).as_bytes());
+    assert_eq!(resp.status, 200);
+    resp.text()
+}
+
 fn get(srv: &Server, path: &str) -> Response {
     srv.get(path)
 }
@@ -73,14 +88,9 @@ fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
 #[test]
 fn forwards_client_headers_in_their_order() {
     let up = Upstream::start("u1");
-    let srv = Server::start(&proxy_config(&format!(
-        r#"{{"connect": "{}"}}"#,
-        up.address()
-    )));
+    let srv = proxy_to(&up);
     let req = "GET /app/echo HTTP/1.1\r\nHost: site.test\r\nX-Multi: one\r\nAccept: */*\r\nx-multi: two\r\nX-Forwarded-Proto: https\r\nVia: 1.0 front\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nConnection: close, X-Listed\r\nX-Listed: 1\r\n\r\n";
-    let resp = Response::parse(srv.raw(req.as_bytes()).as_bytes());
-    assert_eq!(resp.status, 200);
-    let seen = resp.text();
+    let seen = echoed(&srv, req);
     let lines: Vec<&str> = seen.lines().collect();
     let at = |line: &str| lines.iter().position(|l| *l == line);
     let (one, accept, two) = (at("X-Multi: one"), at("Accept: */*"), at("x-multi: two"));
@@ -112,15 +122,10 @@ fn forwards_client_headers_in_their_order() {
 #[test]
 fn forwards_rewrites_and_cleans_headers() {
     let up = Upstream::start("u1");
-    let srv = Server::start(&proxy_config(&format!(
-        r#"{{"connect": "{}"}}"#,
-        up.address()
-    )));
+    let srv = proxy_to(&up);
 
     let req = "GET /app/echo?x=1 HTTP/1.1\r\nHost: site.test\r\nConnection: close, x-hop\r\nX-Hop: secret\r\nKeep-Alive: 300\r\nX-Forwarded-For: 10.9.9.9\r\nX-Keep: yes\r\n\r\n";
-    let resp = Response::parse(srv.raw(req.as_bytes()).as_bytes());
-    assert_eq!(resp.status, 200);
-    let seen = resp.text();
+    let seen = echoed(&srv, req);
     assert!(seen.starts_with("GET /echo?x=1 HTTP/1.1\r\n"), "{seen}");
     let has = |line: &str| seen.lines().any(|l| l.eq_ignore_ascii_case(line));
     assert!(has(&format!("Host: {}", up.address())), "{seen}");
@@ -191,10 +196,7 @@ fn forwards_rewrites_and_cleans_headers() {
 #[test]
 fn streams_bodies_both_ways() {
     let up = Upstream::start("u1");
-    let srv = Server::start(&proxy_config(&format!(
-        r#"{{"connect": "{}"}}"#,
-        up.address()
-    )));
+    let srv = proxy_to(&up);
 
     let raw = srv.raw(b"GET /chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
     let resp = Response::parse(raw.as_bytes());
@@ -240,10 +242,7 @@ fn streams_bodies_both_ways() {
 fn upgrades_are_tunnelled() {
     use std::io::Read;
     let up = Upstream::start("u1");
-    let srv = Server::start(&proxy_config(&format!(
-        r#"{{"connect": "{}"}}"#,
-        up.address()
-    )));
+    let srv = proxy_to(&up);
     let mut s = srv.connect();
     // Bytes pipelined right behind the handshake belong to the tunnel too.
     s.write_all(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: test\r\n\r\nearly ")
@@ -1118,10 +1117,7 @@ fn all_servers_down_are_tried_anyway_and_back_at_once() {
 fn a_sole_server_survives_a_5xx_and_a_restart() {
     let up = Upstream::start("a");
     // The defaults: max_fails 1, fail_timeout 10.
-    let srv = Server::start(&proxy_config(&format!(
-        r#"{{"connect": "{}"}}"#,
-        up.address()
-    )));
+    let srv = proxy_to(&up);
     // A 5xx is an answer, not a failure.
     assert_eq!(get(&srv, "/error").status, 503);
     assert_eq!(get(&srv, "/x").status, 200);
