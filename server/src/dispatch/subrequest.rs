@@ -274,13 +274,16 @@ fn current_parent(
     })
 }
 
-/// `req`'s `Cookie` lines as one value, as HTTP/2's are joined for HTTP/1.1 (RFC 9113
-/// 8.2.3): what its subrequests carry.
+/// `req`'s `Cookie` lines as one value: what its subrequests carry.
 fn cookie_of(req: &Request<'_>) -> Option<String> {
-    let mut lines = req.header_all("cookie");
-    let mut cookie = lines.next()?.to_owned();
-    for line in lines {
-        cookie.extend(["; ", line]);
+    joined(req.header_all("cookie"))
+}
+
+/// `Cookie` values as one, as HTTP/2's are joined for HTTP/1.1 (RFC 9113 8.2.3).
+fn joined<'v>(mut values: impl Iterator<Item = &'v str>) -> Option<String> {
+    let mut cookie = values.next()?.to_owned();
+    for value in values {
+        cookie.extend(["; ", value]);
     }
     Some(cookie)
 }
@@ -320,8 +323,11 @@ pub(super) fn keep_cookie(ex: &mut Exchange) {
                 .extra
                 .iter()
                 .filter(|h| is_cookie(h) && !h.value.is_empty());
-            let joined: Vec<&str> = set.map(|h| h.value.as_str()).collect();
-            RCowStr::Owned(joined.join("; ").into())
+            RCowStr::Owned(
+                joined(set.map(|h| h.value.as_str()))
+                    .unwrap_or_default()
+                    .into(),
+            )
         }
     };
     match &ex.lineage {
