@@ -172,7 +172,7 @@ impl Filter for UserId {
 
     /// A new visitor's id goes into the `Cookie` header later steps see.
     fn request_headers(&self, req: &Request<'_>, _key: &str, set: &mut RVec<HeaderPair>) {
-        if self.sent(req).is_some() || req.subrequest {
+        if req.subrequest || self.sent(req).is_some() {
             return;
         }
         let id = self.new_id();
